@@ -1,0 +1,430 @@
+"""Hooks for the Slurm Job API: :class:`SlurmApiHook` (sync) and :class:`SlurmApiAsyncHook` (triggers).
+
+Both get their credentials from an Airflow Google Cloud connection through the Google provider's
+``GoogleBaseHook``, so every form it supports works: Application Default Credentials, a key file
+path, key JSON in ``keyfile_dict``, ``impersonation_chain``. Connection extra ``api_endpoint``
+(or the ``api_endpoint`` argument) points them elsewhere than ``https://{region}-aiplatform.googleapis.com``,
+e.g. at a private endpoint or the local ``slurmapi-emulator``.
+
+Why these libraries: google-auth's ``AuthorizedSession`` keeps one pooled ``requests`` session and
+refreshes the token only when it expires; aiohttp is what the triggerer's event loop speaks;
+tenacity gives bounded exponential backoff with jitter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import tenacity
+from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook, GoogleBaseHook
+
+from airflow_provider_slurmapi.slurm.envelope import (
+    ClusterRef,
+    HttpMethod,
+    SlurmResponse,
+    encode_request,
+    parse_envelope,
+)
+from airflow_provider_slurmapi.slurm.errors import (
+    ApiConnectionError,
+    ConfigurationError,
+    InvalidArgumentError,
+    SlurmApiError,
+    SubmitOutcomeUnknownError,
+    TransientApiError,
+    UnauthenticatedError,
+)
+from airflow_provider_slurmapi.slurm.job import SlurmJob
+from airflow_provider_slurmapi.slurm.results import (
+    CancelOutcome,
+    SubmitResult,
+    newest_tagged,
+    read_cancel,
+    read_history_job,
+    read_job_states,
+    read_jobs,
+    read_live_job,
+    read_submit,
+)
+from airflow_provider_slurmapi.slurm.retry import DEFAULT_RETRY_SECONDS, retry_kwargs
+from airflow_provider_slurmapi.slurm.spec import PreparedSubmission, prepare_submission
+from airflow_provider_slurmapi.slurm.states import JobStateInfo
+from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION, SlurmPaths
+
+if TYPE_CHECKING:
+    import aiohttp
+    import requests
+    from google.auth.credentials import Credentials
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_SECONDS = 60.0
+# How far back the history is searched for a job carrying a task's tag.
+TAG_LOOKBACK_SECONDS = 7 * 24 * 3600
+_SUBMIT_TAG_PREFIX = "slurmapi-submit="
+
+
+class SlurmApiHook(GoogleBaseHook):
+    """Calls the Slurm Job API of one training cluster.
+
+    :param region: the cluster's region, e.g. ``us-central1``.
+    :param cluster_id: the training cluster's id.
+    :param project_id: the cluster's project; default: the connection's project.
+    :param gcp_conn_id: an Airflow Google Cloud connection.
+    :param api_version: the Slurm REST version to speak (``v0.0.40`` to ``v0.0.44``).
+    :param impersonation_chain: a service account (or chain) to impersonate.
+    :param api_endpoint: overrides the endpoint (also connection extra ``api_endpoint``).
+    :param timeout: seconds to wait for one answer.
+    :param retry_seconds: how long transient failures are retried before giving up.
+    """
+
+    conn_name_attr = "gcp_conn_id"
+    default_conn_name = "google_cloud_default"
+    conn_type = "google_cloud_platform"
+    hook_name = "Google Cloud"
+
+    def __init__(
+        self,
+        *,
+        region: str,
+        cluster_id: str,
+        project_id: str | None = None,
+        gcp_conn_id: str = "google_cloud_default",
+        api_version: str = DEFAULT_API_VERSION,
+        impersonation_chain: str | Sequence[str] | None = None,
+        api_endpoint: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        retry_seconds: float = DEFAULT_RETRY_SECONDS,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain, **kwargs)
+        self.paths = SlurmPaths(api_version)
+        self.region = region
+        self.cluster_id = cluster_id
+        self._project_id_arg = project_id
+        self._api_endpoint_arg = api_endpoint
+        self.timeout = timeout
+        self.retry_seconds = retry_seconds
+
+    def __repr__(self) -> str:
+        return f"<SlurmApiHook conn={self.gcp_conn_id!r} cluster={self.region}/{self.cluster_id}>"
+
+    # -- where and how calls go -------------------------------------------------------------------
+    @cached_property
+    def cluster(self) -> ClusterRef:
+        project = self._project_id_arg or self.project_id
+        if not project:
+            raise ConfigurationError(
+                f"project_id is not set and connection {self.gcp_conn_id!r} names no project: pass "
+                "project_id=... or set the connection's project."
+            )
+        endpoint = self._api_endpoint_arg or self._get_field("api_endpoint") or ""
+        return ClusterRef(project_id=project, region=self.region, cluster_id=self.cluster_id, endpoint=endpoint)
+
+    @cached_property
+    def session(self) -> requests.Session:
+        """One pooled session whose token google-auth refreshes only when it has expired."""
+        from google.auth.transport.requests import AuthorizedSession
+
+        return AuthorizedSession(self.get_credentials())
+
+    def _post(self, data: bytes) -> tuple[int, bytes]:
+        import requests
+        from google.auth.exceptions import RefreshError, TransportError
+
+        try:
+            response = self.session.post(
+                self.cluster.url,
+                data=data,
+                headers={"Content-Type": "application/json"},
+                timeout=self.timeout,
+            )
+        except RefreshError as exc:
+            raise UnauthenticatedError(
+                f"Could not get a Google token for connection {self.gcp_conn_id!r}: {type(exc).__name__}. "
+                "Check the connection's key or impersonation_chain.",
+                http_status=401,
+            ) from None
+        except (requests.ConnectionError, requests.Timeout, TransportError) as exc:
+            raise ApiConnectionError(
+                f"No answer from {self.cluster.endpoint} within {self.timeout:.0f}s ({type(exc).__name__})."
+            ) from exc
+        return response.status_code, response.content
+
+    def call(
+        self, method: HttpMethod, path: str, body: Mapping[str, Any] | None = None, *, retry: bool | None = None
+    ) -> SlurmResponse:
+        """One raw Slurm call through the envelope: Slurm's status and parsed body (or text).
+
+        GET and DELETE are retried on transient failures; POST is not (see :meth:`submit_job`).
+        Slurm's ``warnings[]`` are logged; ``errors[]`` are left to the caller
+        (:meth:`SlurmResponse.raise_for_errors`).
+        """
+        data = encode_request(method, path, body)
+        retry = method != "POST" if retry is None else retry
+
+        def attempt() -> SlurmResponse:
+            status, content = self._post(data)
+            return parse_envelope(status, content, method=method, path=path, cluster=self.cluster)
+
+        response = tenacity.Retrying(**retry_kwargs(self.retry_seconds))(attempt) if retry else attempt()
+        for warning in response.warning_messages():
+            log.warning("Slurm warning (%s %s): %s", method, path, warning)
+        return response
+
+    # -- jobs -------------------------------------------------------------------------------------
+    def submit_job(
+        self,
+        job: Mapping[str, Any] | None,
+        script: str | None,
+        *,
+        tag: str | None = None,
+        comment: str | None = None,
+    ) -> SubmitResult:
+        """Submit a batch job; never start two copies of it.
+
+        Every job carries a tag in its ``comment`` (the task instance's, or a one-off one). A submit
+        whose answer is lost (no answer, 5xx, UNAVAILABLE) is followed by a look-up of the tag, and
+        resent only if no job carries it.
+        """
+        prepared = prepare_submission(job, script, tag=tag or _one_off_tag(), comment=comment)
+        for note in prepared.notes:
+            log.info("%s", note)
+        return self._submit_prepared(prepared)
+
+    def _submit_prepared(self, prepared: PreparedSubmission) -> SubmitResult:
+        assert prepared.tag
+        path = self.paths.submit()
+        since = int(time.time()) - 300
+        for attempt in tenacity.Retrying(**retry_kwargs(self.retry_seconds)):
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    found = self._find_after_lost_answer(prepared, since)
+                    if found is not None:
+                        return SubmitResult(job_id=found.job_id)
+                result = read_submit(self.call("POST", path, prepared.payload))
+                log.info("Submitted Slurm job %s to %s", result.job_id, self.cluster)
+                return result
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _find_after_lost_answer(self, prepared: PreparedSubmission, since: int) -> SlurmJob | None:
+        assert prepared.tag
+        try:
+            found = self.find_job_by_tag(prepared.tag, name=prepared.job.get("name"), since=since)
+        except SlurmApiError as exc:
+            raise SubmitOutcomeUnknownError(
+                f"The answer to a submit was lost and looking for its tag {prepared.tag} failed too ({exc}). "
+                "Not resending, to avoid a second copy of the job: check the cluster's queue for that tag."
+            ) from exc
+        if found is not None:
+            log.warning(
+                "The answer to the submit was lost, but Slurm job %s carries its tag %s: using it, not resending.",
+                found.job_id,
+                prepared.tag,
+            )
+        else:
+            log.warning("The answer to the submit was lost and no job carries tag %s: sending it again.", prepared.tag)
+        return found
+
+    def find_job_by_tag(self, tag: str, *, name: str | None = None, since: int | None = None) -> SlurmJob | None:
+        """The newest job whose comment carries ``tag``: live queue first, then the history."""
+        found = newest_tagged(read_jobs(self.call("GET", self.paths.jobs()), history=False), tag)
+        if found is not None:
+            return found
+        start = since if since is not None else int(time.time()) - TAG_LOOKBACK_SECONDS
+        path = self.paths.history_jobs(job_name=name, start_time=start)
+        return newest_tagged(read_jobs(self.call("GET", path), history=True), tag)
+
+    def get_live_job(self, job_id: int) -> SlurmJob | None:
+        return read_live_job(self.call("GET", self.paths.job(job_id)))
+
+    def get_history_job(self, job_id: int) -> SlurmJob | None:
+        return read_history_job(self.call("GET", self.paths.history_job(job_id)))
+
+    def get_job(self, job_id: int) -> SlurmJob | None:
+        """The job from the live queue, or from the history once it has left it; ``None`` if neither knows it."""
+        job = self.get_live_job(job_id)
+        return job if job is not None else self.get_history_job(job_id)
+
+    def get_job_states(self, job_ids: Sequence[int]) -> dict[int, JobStateInfo]:
+        """States of the given jobs still in the live queue, in one call."""
+        try:
+            return read_job_states(self.call("GET", self.paths.jobs_state(job_ids)))
+        except InvalidArgumentError:
+            wanted = set(job_ids)
+            jobs = read_jobs(self.call("GET", self.paths.jobs()), history=False)
+            return {job.job_id: job.state_info for job in jobs if job.job_id in wanted}
+
+    def list_jobs(self, *, history: bool = False, **filters: Any) -> list[SlurmJob]:
+        """Jobs of the live queue, or (``history=True``) of the accounting history with its filters."""
+        path = self.paths.history_jobs(**filters) if history else self.paths.jobs()
+        return read_jobs(self.call("GET", path), history=history)
+
+    def cancel_job(self, job_id: int, *, signal: str | None = None) -> CancelOutcome:
+        """Cancel a job. Cancelling a finished or unknown job is not an error; the outcome says which."""
+        outcome = read_cancel(self.call("DELETE", self.paths.cancel(job_id, signal)))
+        log.info("Cancel of Slurm job %s: %s", job_id, outcome.value)
+        return outcome
+
+
+def _one_off_tag() -> str:
+    return f"{_SUBMIT_TAG_PREFIX}{uuid.uuid4().hex[:24]}"
+
+
+class SlurmApiAsyncHook(GoogleBaseAsyncHook):
+    """The async twin of :class:`SlurmApiHook`, for triggers: one aiohttp session, one token.
+
+    The sync hook is built once (in a thread: it reads the connection) only to obtain credentials;
+    the token is refreshed in a thread when google-auth says it is no longer valid, behind a lock, so
+    many coroutines sharing this hook refresh it once.
+    """
+
+    sync_hook_class = SlurmApiHook
+
+    def __init__(
+        self,
+        *,
+        region: str,
+        cluster_id: str,
+        project_id: str | None = None,
+        gcp_conn_id: str = "google_cloud_default",
+        api_version: str = DEFAULT_API_VERSION,
+        impersonation_chain: str | Sequence[str] | None = None,
+        api_endpoint: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        retry_seconds: float = DEFAULT_RETRY_SECONDS,
+    ) -> None:
+        super().__init__(
+            region=region,
+            cluster_id=cluster_id,
+            project_id=project_id,
+            gcp_conn_id=gcp_conn_id,
+            api_version=api_version,
+            impersonation_chain=impersonation_chain,
+            api_endpoint=api_endpoint,
+            timeout=timeout,
+            retry_seconds=retry_seconds,
+        )
+        self.paths = SlurmPaths(api_version)
+        self.timeout = timeout
+        self.retry_seconds = retry_seconds
+        self._session: aiohttp.ClientSession | None = None
+        self._credentials: Credentials | None = None
+        self._cluster: ClusterRef | None = None
+        self._token_lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return f"<SlurmApiAsyncHook {self._hook_kwargs.get('region')}/{self._hook_kwargs.get('cluster_id')}>"
+
+    async def _prepare(self) -> ClusterRef:
+        if self._cluster is None:
+            sync_hook: SlurmApiHook = await self.get_sync_hook()
+            self._cluster = await asyncio.to_thread(lambda: sync_hook.cluster)
+            self._credentials = await asyncio.to_thread(sync_hook.get_credentials)
+        return self._cluster
+
+    async def _token(self, *, force: bool = False) -> str:
+        await self._prepare()
+        credentials = self._credentials
+        assert credentials is not None
+        async with self._token_lock:
+            if force or not credentials.valid:
+                from google.auth.transport.requests import Request
+
+                try:
+                    await asyncio.to_thread(credentials.refresh, Request())
+                except Exception as exc:
+                    raise UnauthenticatedError(
+                        f"Could not get a Google token for connection {self._hook_kwargs['gcp_conn_id']!r}: "
+                        f"{type(exc).__name__}. Check the connection's key or impersonation_chain.",
+                        http_status=401,
+                    ) from None
+            return str(credentials.token)
+
+    async def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            import aiohttp
+
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
+
+    async def __aenter__(self) -> SlurmApiAsyncHook:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _post(self, data: bytes, *, force_refresh: bool = False) -> tuple[int, bytes]:
+        import aiohttp
+
+        cluster = await self._prepare()
+        token = await self._token(force=force_refresh)
+        session = await self._get_session()
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+        try:
+            async with session.post(cluster.url, data=data, headers=headers) as response:
+                return response.status, await response.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ApiConnectionError(
+                f"No answer from {cluster.endpoint} within {self.timeout:.0f}s ({type(exc).__name__})."
+            ) from exc
+
+    async def call(
+        self, method: HttpMethod, path: str, body: Mapping[str, Any] | None = None, *, retry: bool | None = None
+    ) -> SlurmResponse:
+        """Async twin of :meth:`SlurmApiHook.call`; a 401 refreshes the token once and tries again."""
+        data = encode_request(method, path, body)
+        cluster = await self._prepare()
+        retry = method != "POST" if retry is None else retry
+
+        async def attempt() -> SlurmResponse:
+            status, content = await self._post(data)
+            if status == 401:
+                status, content = await self._post(data, force_refresh=True)
+            return parse_envelope(status, content, method=method, path=path, cluster=cluster)
+
+        if retry:
+            response: SlurmResponse = await tenacity.AsyncRetrying(**retry_kwargs(self.retry_seconds))(attempt)
+        else:
+            response = await attempt()
+        for warning in response.warning_messages():
+            log.warning("Slurm warning (%s %s): %s", method, path, warning)
+        return response
+
+    async def get_job(self, job_id: int) -> SlurmJob | None:
+        job = read_live_job(await self.call("GET", self.paths.job(job_id)))
+        if job is None:
+            job = read_history_job(await self.call("GET", self.paths.history_job(job_id)))
+        return job
+
+    async def get_history_job(self, job_id: int) -> SlurmJob | None:
+        return read_history_job(await self.call("GET", self.paths.history_job(job_id)))
+
+    async def get_job_states(
+        self, job_ids: Sequence[int], *, use_state_endpoint: bool = True
+    ) -> dict[int, JobStateInfo]:
+        """States of the given jobs still in the live queue, in one call (``jobs/state``, else ``jobs/``)."""
+        if use_state_endpoint:
+            return read_job_states(await self.call("GET", self.paths.jobs_state(job_ids)))
+        wanted = set(job_ids)
+        jobs = read_jobs(await self.call("GET", self.paths.jobs()), history=False)
+        return {job.job_id: job.state_info for job in jobs if job.job_id in wanted}
+
+    async def cancel_job(self, job_id: int, *, signal: str | None = None) -> CancelOutcome:
+        outcome = read_cancel(await self.call("DELETE", self.paths.cancel(job_id, signal)))
+        log.info("Cancel of Slurm job %s: %s", job_id, outcome.value)
+        return outcome
+
+
+__all__ = ["SlurmApiAsyncHook", "SlurmApiHook", "TransientApiError"]

@@ -1,0 +1,266 @@
+"""The ``callSlurmRestApi`` envelope: building requests and reading answers.
+
+Every Slurm call is one ``POST .../modelDevelopmentClusters/{cluster}:callSlurmRestApi`` whose JSON
+body names the Slurm method, path and body. The answer carries Slurm's HTTP status and Slurm's body,
+either as a JSON *string* in ``body`` (the English documentation) or as an object in
+``structuredBody`` (the Portuguese one); both are read here. Slurm answers some errors in plain text,
+which is kept as :attr:`SlurmResponse.text`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from airflow_provider_slurmapi.slurm.errors import (
+    ClusterNotFoundError,
+    ConfigurationError,
+    EnvelopeError,
+    InvalidArgumentError,
+    MalformedResponseError,
+    PermissionDeniedError,
+    RequestTooLargeError,
+    SlurmError,
+    TransientApiError,
+    UnauthenticatedError,
+)
+
+log = logging.getLogger(__name__)
+
+HttpMethod = Literal["GET", "POST", "DELETE"]
+MAX_REQUEST_BYTES = 1024 * 1024
+RUN_PERMISSION = "aiplatform.googleapis.com/modelDevelopmentClusters.run"
+TRANSIENT_HTTP_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+_LOOPBACK_NAMES = {"localhost", "localhost.localdomain"}
+
+
+def default_endpoint(region: str) -> str:
+    return f"https://{region}-aiplatform.googleapis.com"
+
+
+def check_endpoint(endpoint: str) -> str:
+    """Return the endpoint without a trailing slash; plain ``http://`` only to a loopback address.
+
+    Tokens must never cross a network in clear text; loopback is allowed for the local emulator.
+    """
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(
+            f"api_endpoint={endpoint!r} is not a URL. Use e.g. 'https://us-central1-aiplatform.googleapis.com' "
+            "or, for the local emulator, 'http://127.0.0.1:8080'."
+        )
+    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+        raise ConfigurationError(
+            f"api_endpoint={endpoint!r} uses plain http to a non-loopback host; the bearer token would travel "
+            "unencrypted. Use https, or http only to 127.0.0.1/localhost/[::1]."
+        )
+    return endpoint.rstrip("/")
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterRef:
+    """Which cluster a call goes to, and through which endpoint."""
+
+    project_id: str
+    region: str
+    cluster_id: str
+    endpoint: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("project_id", "region", "cluster_id"):
+            value = getattr(self, name)
+            if not value or not isinstance(value, str) or "/" in value:
+                raise ConfigurationError(
+                    f"{name}={value!r} is not valid: give the plain id of your training cluster's "
+                    f"{name.replace('_id', '')} (no slashes)."
+                )
+        object.__setattr__(self, "endpoint", check_endpoint(self.endpoint or default_endpoint(self.region)))
+
+    @property
+    def resource_name(self) -> str:
+        return f"projects/{self.project_id}/locations/{self.region}/modelDevelopmentClusters/{self.cluster_id}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.endpoint}/v1beta1/{self.resource_name}:callSlurmRestApi"
+
+    def __str__(self) -> str:
+        return f"project={self.project_id} region={self.region} cluster_id={self.cluster_id}"
+
+
+def encode_request(method: HttpMethod, path: str, body: Mapping[str, Any] | None = None) -> bytes:
+    """The envelope request as bytes, refused here if it would be 1 MB or more."""
+    if method not in ("GET", "POST", "DELETE"):
+        raise ConfigurationError(f"method={method!r} is not one of GET, POST, DELETE.")
+    if not path.startswith(("/slurm/", "/slurmdb/")):
+        raise ConfigurationError(f"path={path!r} must start with /slurm/ or /slurmdb/.")
+    request: dict[str, Any] = {"method": f"HTTP_METHOD_{method}", "path": path}
+    if body is not None:
+        request["body"] = body
+    data = json.dumps(request, separators=(",", ":")).encode()
+    if len(data) >= MAX_REQUEST_BYTES:
+        raise RequestTooLargeError(
+            f"The request to {path} is {len(data):,} bytes; the Slurm Job API refuses requests of 1 MB "
+            f"({MAX_REQUEST_BYTES:,} bytes) or more. Nothing was sent. Put the script on the cluster's "
+            "shared storage and submit a short wrapper that calls it (e.g. 'script=\"#!/bin/bash\\n"
+            "exec /shared/train.sh\\n\"')."
+        )
+    return data
+
+
+@dataclass(slots=True)
+class SlurmResponse:
+    """Slurm's answer to one call: its HTTP status, and its body as JSON or as plain text."""
+
+    method: str
+    path: str
+    status: int
+    body: dict[str, Any] | None = None
+    text: str | None = None
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        return list((self.body or {}).get("errors") or [])
+
+    @property
+    def warnings(self) -> list[dict[str, Any]]:
+        return list((self.body or {}).get("warnings") or [])
+
+    def has_error(self, error_number: int) -> bool:
+        return any(int(e.get("error_number") or 0) == error_number for e in self.errors)
+
+    def warning_messages(self) -> list[str]:
+        return [str(w.get("description") or w) for w in self.warnings]
+
+    def error_summary(self) -> str:
+        """Slurm's errors as ``2000 Invalid partition name specified (Batch job submission failed)``."""
+        texts = [describe_slurm_error(e) for e in self.errors]
+        if not texts and self.text:
+            texts = [self.text.strip()]
+        return "; ".join(texts) or "no error text"
+
+    def raise_for_errors(self) -> SlurmResponse:
+        """Raise :class:`SlurmError` if Slurm reported errors or an HTTP error status."""
+        if self.errors or self.status >= 400:
+            message = f"Slurm answered HTTP {self.status} to {self.method} {self.path}: {self.error_summary()}"
+            if self.status == 404 and self.text and "Unable find requested URL" in self.text:
+                message += (
+                    ". The cluster does not serve this path: check api_version (Slurm 24.11 serves "
+                    "v0.0.40-v0.0.42, 25.05 up to v0.0.43)."
+                )
+            raise SlurmError(message, http_status=self.status, path=self.path, errors=self.errors, text=self.text)
+        return self
+
+
+def describe_slurm_error(error: Mapping[str, Any]) -> str:
+    number = error.get("error_number")
+    text = str(error.get("error") or "").strip()
+    description = str(error.get("description") or "").strip()
+    head = " ".join(str(p) for p in (number, text) if p not in (None, ""))
+    if description and description != text:
+        return f"{head} ({description})" if head else description
+    return head or description or json.dumps(dict(error))
+
+
+def parse_envelope(http_status: int, content: bytes, *, method: str, path: str, cluster: ClusterRef) -> SlurmResponse:
+    """Read the HTTP answer of one envelope call; raise the matching error for envelope failures."""
+    if http_status != 200:
+        raise envelope_error(http_status, content, path=path, cluster=cluster)
+    try:
+        payload = json.loads(content)
+    except ValueError as exc:
+        raise MalformedResponseError(
+            f"The Slurm Job API answered {method} {path} with something that is not JSON "
+            f"({_preview(content)!r}): check api_endpoint ({cluster.endpoint})."
+        ) from exc
+    if not isinstance(payload, dict) or "status" not in payload:
+        raise MalformedResponseError(
+            f"The Slurm Job API answered {method} {path} without the envelope's 'status' field "
+            f"({_preview(content)!r}): check api_endpoint ({cluster.endpoint})."
+        )
+    try:
+        status = int(payload["status"])
+    except (TypeError, ValueError) as exc:
+        raise MalformedResponseError(f"Envelope 'status' is not a number: {payload['status']!r}.") from exc
+    response = SlurmResponse(method=method, path=path, status=status)
+    structured = payload.get("structuredBody")
+    raw_body = payload.get("body")
+    if isinstance(structured, dict):
+        response.body = structured
+    elif isinstance(raw_body, dict):
+        response.body = raw_body
+    elif isinstance(raw_body, str) and raw_body.strip():
+        try:
+            parsed = json.loads(raw_body)
+        except ValueError:
+            response.text = raw_body
+        else:
+            if isinstance(parsed, dict):
+                response.body = parsed
+            else:
+                response.text = raw_body
+    return response
+
+
+def envelope_error(http_status: int, content: bytes, *, path: str, cluster: ClusterRef) -> EnvelopeError:
+    """Map a non-200 envelope answer to an error that says what to fix."""
+    status_name, api_message = "", ""
+    try:
+        payload = json.loads(content)
+        error = payload.get("error") if isinstance(payload, dict) else None
+        if isinstance(error, dict):
+            status_name = str(error.get("status") or "")
+            api_message = str(error.get("message") or "")
+    except ValueError:
+        api_message = _preview(content)
+    said = f"{http_status} {status_name}".strip() + (f": {api_message}" if api_message else "")
+    kwargs: dict[str, Any] = {"http_status": http_status, "status": status_name, "api_message": api_message}
+    if http_status == 401 or status_name == "UNAUTHENTICATED":
+        return UnauthenticatedError(
+            f"The Slurm Job API refused the credentials ({said}). Check the Airflow Google Cloud "
+            "connection (key, impersonation_chain) and that its token has not expired.",
+            **kwargs,
+        )
+    if http_status == 403 or status_name == "PERMISSION_DENIED":
+        return PermissionDeniedError(
+            f"Permission denied on {cluster.resource_name} ({said}). The connection's principal needs "
+            f"the permission {RUN_PERMISSION} (e.g. role roles/aiplatform.user) on project "
+            f"{cluster.project_id}.",
+            **kwargs,
+        )
+    if status_name == "NOT_FOUND" or (http_status == 404 and not status_name):
+        return ClusterNotFoundError(
+            f"No training cluster at {cluster} ({said}). Check project_id, region and cluster_id "
+            f"(endpoint {cluster.endpoint}).",
+            **kwargs,
+        )
+    if http_status in TRANSIENT_HTTP_STATUSES or status_name in ("UNAVAILABLE", "RESOURCE_EXHAUSTED"):
+        return TransientApiError(
+            f"The Slurm Job API is unavailable for {cluster} ({said}); retry after a wait.", **kwargs
+        )
+    if http_status == 400 or status_name == "INVALID_ARGUMENT":
+        return InvalidArgumentError(
+            f"The Slurm Job API rejected the request for path {path} ({said}). Check the path and "
+            f"api_version, and that the request is under 1 MB.",
+            **kwargs,
+        )
+    return EnvelopeError(f"The Slurm Job API answered {said} for path {path}.", **kwargs)
+
+
+def _preview(content: bytes, limit: int = 200) -> str:
+    text = content.decode("utf-8", "replace").strip()
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,118 @@
+"""What each Slurm call means, read from its :class:`SlurmResponse`.
+
+Shared by the sync and the async hook, so that both read Slurm the same way: which answers mean
+"not found", which cancel answers are harmless, where the job id is.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
+from airflow_provider_slurmapi.slurm.errors import MalformedResponseError, SlurmError
+from airflow_provider_slurmapi.slurm.job import SlurmJob
+from airflow_provider_slurmapi.slurm.states import JobStateInfo, parse_job_state
+
+ESLURM_INVALID_JOB_ID = 2017
+ESLURM_ALREADY_DONE = 2021
+ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE = 2014
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitResult:
+    job_id: int
+    warnings: list[str] = field(default_factory=list)
+
+
+class CancelOutcome(enum.StrEnum):
+    """What a cancel did. All three are success for the caller: the job is not running any more."""
+
+    CANCELLED = "cancelled"
+    ALREADY_FINISHED = "already finished"
+    UNKNOWN_JOB = "unknown job"
+
+
+def read_submit(response: SlurmResponse) -> SubmitResult:
+    try:
+        response.raise_for_errors()
+    except SlurmError as exc:
+        if ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE in exc.error_numbers:
+            exc.args = (
+                f"{exc.args[0]}. The cluster has no node that fits the request (nodes, GPUs via "
+                "tres_per_node, CPUs, memory): lower it or pick another partition. Slurm may list the "
+                "refused job as FAILED (BadConstraints); it will not run.",
+            )
+        raise
+    job_id = (response.body or {}).get("job_id")
+    if isinstance(job_id, bool) or not isinstance(job_id, int | str) or not str(job_id).isdigit():
+        raise MalformedResponseError(
+            f"Slurm accepted the submit but its answer has no job_id ({response.body!r}); "
+            "the job may exist: look for it with the list operator before submitting again."
+        )
+    return SubmitResult(job_id=int(job_id), warnings=response.warning_messages())
+
+
+def read_live_job(response: SlurmResponse) -> SlurmJob | None:
+    """The job of ``GET /slurm/{v}/job/{id}``; ``None`` when it has left the live queue (404/2017)."""
+    gone = response.status == 404 or response.has_error(ESLURM_INVALID_JOB_ID)
+    if gone and not (response.body or {}).get("jobs"):
+        return None
+    response.raise_for_errors()
+    jobs = (response.body or {}).get("jobs") or []
+    return SlurmJob.from_live(jobs[0]) if jobs else None
+
+
+def read_history_job(response: SlurmResponse) -> SlurmJob | None:
+    """The job of ``GET /slurmdb/{v}/job/{id}``; ``None`` when accounting knows nothing of it (yet).
+
+    A job requeued several times has several records; the last one is the current one.
+    """
+    if response.has_error(ESLURM_INVALID_JOB_ID):
+        return None
+    response.raise_for_errors()
+    jobs = (response.body or {}).get("jobs") or []
+    return SlurmJob.from_history(jobs[-1]) if jobs else None
+
+
+def read_jobs(response: SlurmResponse, *, history: bool) -> list[SlurmJob]:
+    response.raise_for_errors()
+    jobs = (response.body or {}).get("jobs") or []
+    build = SlurmJob.from_history if history else SlurmJob.from_live
+    return [build(job) for job in jobs]
+
+
+def read_job_states(response: SlurmResponse) -> dict[int, JobStateInfo]:
+    """``GET /slurm/{v}/jobs/state/``: job id -> state, for the jobs still in the live queue."""
+    response.raise_for_errors()
+    states: dict[int, JobStateInfo] = {}
+    for item in (response.body or {}).get("jobs") or []:
+        try:
+            states[int(item["job_id"])] = parse_job_state(item.get("state") or item.get("job_state"))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return states
+
+
+def read_cancel(response: SlurmResponse) -> CancelOutcome:
+    """``DELETE /slurm/{v}/job/{id}``: Slurm 24.11 answers 200 with ``status[].error.code``."""
+    codes = {int(e.get("error_number") or 0) for e in response.errors}
+    for item in (response.body or {}).get("status") or []:
+        error = item.get("error") if isinstance(item, dict) else None
+        if isinstance(error, dict) and error.get("code"):
+            codes.add(int(error["code"]))
+    if ESLURM_INVALID_JOB_ID in codes:
+        return CancelOutcome.UNKNOWN_JOB
+    if ESLURM_ALREADY_DONE in codes:
+        return CancelOutcome.ALREADY_FINISHED
+    if response.status == 404:
+        return CancelOutcome.UNKNOWN_JOB
+    response.raise_for_errors()
+    return CancelOutcome.CANCELLED
+
+
+def newest_tagged(jobs: Iterable[SlurmJob], tag: str) -> SlurmJob | None:
+    """The most recent job whose comment carries ``tag``."""
+    tagged = [job for job in jobs if job.comment and tag in job.comment]
+    return max(tagged, key=lambda job: job.job_id, default=None)

@@ -1,0 +1,43 @@
+"""When and how long to retry a call (tenacity), shared by the sync and async hooks.
+
+Only calls that are safe to repeat are retried here: GET and DELETE. A submit whose answer was lost
+is never resent blindly; the hook looks for the job's tag first (see ``SlurmApiHook.submit_job``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import tenacity
+
+from airflow_provider_slurmapi.slurm.errors import ApiConnectionError, TransientApiError, UnauthenticatedError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RETRY_SECONDS = 300.0
+
+
+def is_transient(exc: BaseException) -> bool:
+    """UNAVAILABLE, 429, 5xx from the envelope, and no answer at all."""
+    return isinstance(exc, TransientApiError | ApiConnectionError)
+
+
+def retry_kwargs(max_seconds: float = DEFAULT_RETRY_SECONDS, *, initial: float = 1.0) -> dict[str, Any]:
+    """Arguments for ``tenacity.Retrying``/``AsyncRetrying``: exponential backoff with jitter, bounded."""
+    return {
+        "retry": tenacity.retry_if_exception(is_transient),
+        "wait": tenacity.wait_exponential_jitter(initial=initial, max=60, jitter=initial),
+        "stop": tenacity.stop_after_delay(max_seconds),
+        "reraise": True,
+        "before_sleep": _log_retry,
+    }
+
+
+def _log_retry(state: tenacity.RetryCallState) -> None:
+    exc = state.outcome.exception() if state.outcome else None
+    wait = state.next_action.sleep if state.next_action else 0
+    log.warning("Slurm Job API call failed (%s); retry %d in %.1fs", exc, state.attempt_number, wait)
+
+
+__all__ = ["DEFAULT_RETRY_SECONDS", "UnauthenticatedError", "is_transient", "retry_kwargs"]

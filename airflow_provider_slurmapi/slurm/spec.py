@@ -1,0 +1,193 @@
+"""Turning what a DAG author writes into a valid Slurm ``job/submit`` body.
+
+Users write Slurm's own field names (``partition``, ``tres_per_node``, ``time_limit``...). This
+module checks the few things that fail late and obscurely on the cluster, converts the friendly
+forms Slurm does not take (``time_limit="12:00:00"``), and fills the two fields slurmctld needs but
+users forget, saying so in :attr:`PreparedSubmission.notes` so nothing happens silently.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_provider_slurmapi.slurm.errors import ConfigurationError
+
+DEFAULT_WORKING_DIRECTORY = "/tmp"
+DEFAULT_ENVIRONMENT: tuple[str, ...] = ("PATH=/usr/local/bin:/usr/bin:/bin",)
+TAG_PREFIX = "airflow-ti="
+
+_TIME_RE = re.compile(r"^(?:(?P<days>\d+)-)?(?P<a>\d+)(?::(?P<b>\d+))?(?::(?P<c>\d+))?$")
+_INFINITE = {"UNLIMITED", "INFINITE"}
+
+
+@dataclass(slots=True)
+class PreparedSubmission:
+    """The body to POST to ``job/submit``, and what was filled in or converted to get there."""
+
+    payload: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    tag: str | None = None
+
+    @property
+    def job(self) -> dict[str, Any]:
+        job: dict[str, Any] = self.payload["job"]
+        return job
+
+
+def task_tag(dag_id: str, task_id: str, run_id: str, map_index: int = -1) -> str:
+    """A short, deterministic tag that names one Airflow task instance (all its tries).
+
+    It goes into the job's ``comment`` so that a retry, a restarted worker or a lost submit answer
+    can find the job this task instance already started, instead of starting a second copy.
+    """
+    digest = hashlib.sha256(f"{dag_id}\x00{task_id}\x00{run_id}\x00{map_index}".encode()).hexdigest()
+    return f"{TAG_PREFIX}{digest[:24]}"
+
+
+def task_comment(tag: str, dag_id: str, task_id: str, run_id: str, map_index: int = -1) -> str:
+    """The readable comment that carries ``tag`` (what ``squeue -o %k`` and ``sacct`` show)."""
+    where = f"airflow dag={dag_id} task={task_id} run={run_id}"
+    if map_index >= 0:
+        where += f" map={map_index}"
+    return f"{where} {tag}"
+
+
+def parse_time_limit(value: Any) -> dict[str, Any]:
+    """Read a time limit in minutes into Slurm's ``{"set", "infinite", "number"}`` form.
+
+    Accepts an int (minutes), a ``timedelta``, Slurm's own strings (``"90"``, ``"1:30:00"``,
+    ``"2-00:00:00"``, ``"UNLIMITED"``) and the ``{"set": true, "number": N}`` form itself.
+    """
+    fix = (
+        "Give minutes as an int (720), a timedelta, a Slurm time string ('12:00:00', '2-00:00:00') "
+        "or {'set': True, 'number': 720}."
+    )
+    if isinstance(value, bool):
+        raise ConfigurationError(f"job.time_limit={value!r} is not a time limit. {fix}")
+    if isinstance(value, int):
+        minutes = value
+    elif isinstance(value, datetime.timedelta):
+        minutes = int(-(-value.total_seconds() // 60))
+    elif isinstance(value, Mapping):
+        if value.get("infinite"):
+            return {"set": True, "infinite": True, "number": 0}
+        number = value.get("number")
+        if isinstance(number, bool) or not isinstance(number, int):
+            raise ConfigurationError(f"job.time_limit={dict(value)!r} has no integer 'number'. {fix}")
+        minutes = number
+    elif isinstance(value, str):
+        text = value.strip().upper()
+        if text in _INFINITE:
+            return {"set": True, "infinite": True, "number": 0}
+        minutes = _minutes_from_slurm_time(text, value, fix)
+    else:
+        raise ConfigurationError(f"job.time_limit={value!r} ({type(value).__name__}) is not a time limit. {fix}")
+    if minutes <= 0:
+        raise ConfigurationError(f"job.time_limit={value!r} must be at least 1 minute. {fix}")
+    return {"set": True, "infinite": False, "number": minutes}
+
+
+def _minutes_from_slurm_time(text: str, original: str, fix: str) -> int:
+    match = _TIME_RE.match(text)
+    if not match:
+        raise ConfigurationError(f"job.time_limit={original!r} is not a Slurm time. {fix}")
+    days = int(match["days"] or 0)
+    a, b, c = (int(g) if g is not None else None for g in (match["a"], match["b"], match["c"]))
+    if days:
+        # D-HH[:MM[:SS]]
+        hours, minutes, seconds = a or 0, b or 0, c or 0
+    elif b is None:
+        return (a or 0) + days * 1440  # plain minutes
+    elif c is None:
+        hours, minutes, seconds = 0, a or 0, b  # MM:SS
+    else:
+        hours, minutes, seconds = a or 0, b, c  # HH:MM:SS
+    total = days * 1440 + hours * 60 + minutes + (1 if seconds else 0)
+    return total
+
+
+def _environment(value: Any) -> list[str]:
+    if isinstance(value, Mapping):
+        return [f"{k}={v}" for k, v in value.items()]
+    if isinstance(value, list | tuple) and all(isinstance(v, str) and "=" in v for v in value):
+        return list(value)
+    raise ConfigurationError(
+        f"job.environment={value!r} must be a list of 'NAME=value' strings or a dict of names to values."
+    )
+
+
+def prepare_submission(
+    job: Mapping[str, Any] | None,
+    script: str | None,
+    *,
+    tag: str | None = None,
+    comment: str | None = None,
+) -> PreparedSubmission:
+    """Check and complete a job description and script into a ``job/submit`` body.
+
+    ``tag``/``comment`` (from :func:`task_tag`/:func:`task_comment`) are added to the job's
+    ``comment``; a comment the user set is kept, the tag appended to it.
+    """
+    if job is None:
+        job = {}
+    if not isinstance(job, Mapping):
+        raise ConfigurationError(
+            f"job={job!r} must be a dict of Slurm job description fields, e.g. "
+            "{'name': 'train', 'partition': 'a3', 'tres_per_node': 'gres/gpu:8', 'time_limit': 720}."
+        )
+    desc = copy.deepcopy(dict(job))
+    notes: list[str] = []
+    inner_script = desc.pop("script", None)
+    if script and inner_script and script != inner_script:
+        raise ConfigurationError(
+            "The script is given twice, as script= and as job['script'], with different contents: keep one."
+        )
+    script = script or inner_script
+    if not isinstance(script, str) or not script.strip():
+        raise ConfigurationError(
+            f"script={script!r}: a non-empty batch script is required, e.g. '#!/bin/bash\\nsrun python train.py\\n' "
+            "(or a path ending in .sh, read from the DAG folder)."
+        )
+    if not script.lstrip().startswith("#!"):
+        raise ConfigurationError(
+            f"The script starts with {script.lstrip()[:30]!r}; a Slurm batch script must start with an "
+            "interpreter line such as '#!/bin/bash'."
+        )
+    if "gres" in desc:
+        raise ConfigurationError(
+            f"job.gres={desc['gres']!r}: Slurm's REST API has no 'gres' field since v0.0.40. Use "
+            "tres_per_node='gres/gpu:8' (or tres_per_job / tres_per_task)."
+        )
+    if "time_limit" in desc and desc["time_limit"] is not None:
+        desc["time_limit"] = parse_time_limit(desc["time_limit"])
+    if desc.get("environment") in (None, [], {}, ()):
+        desc["environment"] = list(DEFAULT_ENVIRONMENT)
+        notes.append(
+            f"job.environment was not set; using {list(DEFAULT_ENVIRONMENT)} (slurmctld refuses a job "
+            "without an environment). Set job['environment'] to choose."
+        )
+    else:
+        desc["environment"] = _environment(desc["environment"])
+    if not desc.get("current_working_directory"):
+        desc["current_working_directory"] = DEFAULT_WORKING_DIRECTORY
+        notes.append(
+            f"job.current_working_directory was not set; using {DEFAULT_WORKING_DIRECTORY!r} (slurmctld "
+            "needs one; stdout goes there as slurm-<jobid>.out). Set it to your home or project directory."
+        )
+    elif not str(desc["current_working_directory"]).startswith("/"):
+        raise ConfigurationError(
+            f"job.current_working_directory={desc['current_working_directory']!r} must be an absolute path "
+            "on the cluster, e.g. '/home/USERNAME'."
+        )
+    if tag:
+        mark = comment or tag
+        user_comment = str(desc.get("comment") or "").strip()
+        if tag not in user_comment:
+            desc["comment"] = f"{user_comment} | {mark}" if user_comment else mark
+    return PreparedSubmission(payload={"job": desc, "script": script}, notes=notes, tag=tag)

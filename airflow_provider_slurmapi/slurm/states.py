@@ -1,0 +1,97 @@
+"""Slurm job states, as one base state plus flags.
+
+Since REST v0.0.40 ``job_state`` is a list, one base state and any flags (``["PENDING", "REQUEUED"]``);
+v0.0.39 and older send one string. History answers carry ``state.current``. Everything is folded
+into :class:`JobStateInfo` here, so no other module reads a raw state.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+class JobState(enum.StrEnum):
+    """Base states of a Slurm job (``job_state_string`` in Slurm's source)."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUSPENDED = "SUSPENDED"
+    COMPLETED = "COMPLETED"
+    CANCELLED = "CANCELLED"
+    FAILED = "FAILED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    PREEMPTED = "PREEMPTED"
+    BOOT_FAIL = "BOOT_FAIL"
+    DEADLINE = "DEADLINE"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def is_finished(self) -> bool:
+        return self in FINISHED_STATES
+
+
+ACTIVE_STATES = frozenset({JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED})
+FINISHED_STATES = frozenset(
+    {
+        JobState.COMPLETED,
+        JobState.CANCELLED,
+        JobState.FAILED,
+        JobState.TIMEOUT,
+        JobState.NODE_FAIL,
+        JobState.PREEMPTED,
+        JobState.BOOT_FAIL,
+        JobState.DEADLINE,
+        JobState.OUT_OF_MEMORY,
+    }
+)
+
+# Flags that mean the job is still on its way (back) somewhere: a finished base state with one of
+# these is not over yet (COMPLETING: epilog still runs; REQUEUED...: the job goes back to PENDING).
+_NOT_OVER_FLAGS = frozenset(
+    {"COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT", "RESIZING", "STAGE_OUT"}
+)
+_BASE_NAMES = {state.value for state in JobState}
+# Old single-string names and CLI abbreviations seen in the wild.
+_ALIASES = {"CANCELED": "CANCELLED", "OOM": "OUT_OF_MEMORY", "CD": "COMPLETED", "PD": "PENDING", "R": "RUNNING"}
+
+
+@dataclass(frozen=True, slots=True)
+class JobStateInfo:
+    """A job's base state and flags, e.g. ``PENDING`` with ``("REQUEUED",)``."""
+
+    state: JobState
+    flags: tuple[str, ...] = ()
+
+    @property
+    def is_finished(self) -> bool:
+        """True once the job is over for good: a finished base state and no COMPLETING/REQUEUE flag."""
+        return self.state.is_finished and not (_NOT_OVER_FLAGS & set(self.flags))
+
+    def __str__(self) -> str:
+        return "+".join([self.state.value, *self.flags])
+
+
+def parse_job_state(raw: str | Sequence[str] | None) -> JobStateInfo:
+    """Fold a ``job_state`` / ``state.current`` value of any API version into :class:`JobStateInfo`.
+
+    Accepts a list (v0.0.40+), a string (v0.0.39 and older, possibly ``"COMPLETED,COMPLETING"``),
+    or nothing. A value that names no known base state gives ``UNKNOWN`` rather than an exception:
+    the caller keeps polling and logs it, instead of hanging on a state it does not know.
+    """
+    if raw is None:
+        return JobStateInfo(JobState.UNKNOWN)
+    items = [raw] if isinstance(raw, str) else list(raw)
+    names: list[str] = []
+    for item in items:
+        names.extend(part.strip().upper() for part in str(item).replace("+", ",").split(",") if part.strip())
+    names = [_ALIASES.get(name, name) for name in names]
+    base = next((name for name in names if name in _BASE_NAMES), None)
+    flags = tuple(name for name in names if name != base)
+    if base is None:
+        # A lone COMPLETING means the job ended and its epilog still runs.
+        return JobStateInfo(JobState.UNKNOWN, flags)
+    return JobStateInfo(JobState(base), flags)
