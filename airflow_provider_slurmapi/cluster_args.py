@@ -1,0 +1,85 @@
+"""The cluster arguments every operator, sensor and trigger of this provider takes.
+
+Kept free of heavy imports: DAG files import operators at parse time, and the hook (Google
+libraries, aiohttp) is only imported when a task runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_slurmapi._compat import conf
+from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION, check_api_version
+
+if TYPE_CHECKING:
+    from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
+
+CLUSTER_TEMPLATE_FIELDS: tuple[str, ...] = ("region", "cluster_id", "project_id", "gcp_conn_id", "impersonation_chain")
+
+
+class SlurmClusterMixin:
+    """Holds ``region``, ``cluster_id``, ``project_id``, ``gcp_conn_id``, ``api_version``,
+    ``impersonation_chain`` and ``api_endpoint``, and builds the hook from them on first use."""
+
+    region: str
+    cluster_id: str
+    project_id: str | None
+    gcp_conn_id: str
+    api_version: str
+    impersonation_chain: str | Sequence[str] | None
+    api_endpoint: str | None
+
+    def _set_cluster_args(
+        self,
+        *,
+        region: str,
+        cluster_id: str,
+        project_id: str | None = None,
+        gcp_conn_id: str = "google_cloud_default",
+        api_version: str = DEFAULT_API_VERSION,
+        impersonation_chain: str | Sequence[str] | None = None,
+        api_endpoint: str | None = None,
+    ) -> None:
+        self.region = region
+        self.cluster_id = cluster_id
+        self.project_id = project_id
+        self.gcp_conn_id = gcp_conn_id
+        self.api_version = check_api_version(api_version)
+        self.impersonation_chain = impersonation_chain
+        self.api_endpoint = api_endpoint
+
+    def cluster_kwargs(self) -> dict[str, Any]:
+        """What a hook or a trigger needs to reach the same cluster."""
+        return {
+            "region": self.region,
+            "cluster_id": self.cluster_id,
+            "project_id": self.project_id,
+            "gcp_conn_id": self.gcp_conn_id,
+            "api_version": self.api_version,
+            "impersonation_chain": self.impersonation_chain,
+            "api_endpoint": self.api_endpoint,
+        }
+
+    @cached_property
+    def hook(self) -> SlurmApiHook:
+        from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
+
+        return SlurmApiHook(**self.cluster_kwargs())
+
+
+def default_deferrable() -> bool:
+    """``[operators] default_deferrable``, as the deferrable operators of Airflow's providers read it."""
+    return conf.getboolean("operators", "default_deferrable", fallback=False)
+
+
+def parse_job_id(value: int | str) -> int:
+    """A job id from an int or a rendered template; a clear error for anything else."""
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.isdigit():
+        raise ValueError(
+            f"job_id={value!r} is not a Slurm job id (a positive integer). If it comes from XCom, check the "
+            "template, e.g. \"{{ ti.xcom_pull(task_ids='submit') }}\"."
+        )
+    return int(text)

@@ -1,0 +1,385 @@
+"""Operators that submit, cancel, get and list Slurm jobs through the Slurm Job API.
+
+They are thin: the hook (:mod:`airflow_provider_slurmapi.hooks.slurm`) and the Airflow-free layer
+under it (:mod:`airflow_provider_slurmapi.slurm`) do the work. Importing this module loads no Google
+library and no aiohttp, so DAG files that use it parse fast.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_slurmapi._compat import AirflowException, BaseOperator
+from airflow_provider_slurmapi.cluster_args import (
+    CLUSTER_TEMPLATE_FIELDS,
+    SlurmClusterMixin,
+    default_deferrable,
+    parse_job_id,
+)
+from airflow_provider_slurmapi.slurm.errors import JobNotFoundError, SlurmApiError
+from airflow_provider_slurmapi.slurm.spec import task_comment, task_tag
+from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
+from airflow_provider_slurmapi.slurm.watch import DEFAULT_MISSING_GRACE_SECONDS, JobWatch
+
+if TYPE_CHECKING:
+    from airflow_provider_slurmapi._compat import Context
+    from airflow_provider_slurmapi.slurm.job import SlurmJob
+
+# task_state_store key of the submitted job id (Airflow 3.3+); renaming it breaks in-flight retries.
+JOB_ID_STATE_KEY = "slurm_job_id"
+JOB_ID_XCOM_KEY = "slurm_job_id"
+JOB_XCOM_KEY = "slurm_job"
+
+
+class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
+    """Submit a Slurm batch job and (by default) wait until it is over.
+
+    The job id goes to XCom at once (key ``slurm_job_id``) and is the task's return value. COMPLETED
+    succeeds; any other finished state fails the task with Slurm's state, reason and exit code or
+    signal. With ``deferrable=True`` the wait runs in the triggerer, not in a worker slot.
+
+    Each job's ``comment`` carries a tag naming its task instance (``airflow dag=... task=... run=...
+    airflow-ti=<hash>``; a comment you set is kept, the tag appended). With ``reattach_on_restart``, a
+    retry or a restarted worker first looks for this task instance's job: pending or running, it waits
+    on it; completed, it succeeds with its id; failed or cancelled, it submits anew.
+
+    :param job: Slurm job description fields, named as Slurm names them (``name``, ``partition``,
+        ``tres_per_node``, ``time_limit`` in minutes or ``{"set": True, "number": N}``...). Templated.
+        ``current_working_directory`` and ``environment`` get documented defaults if missing (logged).
+    :param script: the batch script (``#!/bin/bash...``), or a path ending in ``.sh`` read from the
+        DAG folder as a template. Templated.
+    :param wait_for_completion: wait for the job to end; if False, return once it is submitted.
+    :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
+    :param poll_interval: seconds between polls.
+    :param cancel_on_kill: cancel the job when the task is killed, times out or is marked by a user.
+    :param reattach_on_restart: look for this task instance's job before submitting.
+    :param missing_grace_seconds: how long a job may be in neither the live queue nor the history
+        (accounting records arrive late) before the task fails.
+    """
+
+    template_fields: Sequence[str] = ("job", "script", *CLUSTER_TEMPLATE_FIELDS)
+    template_ext: Sequence[str] = (".sh",)
+    template_fields_renderers = {"job": "json", "script": "bash"}
+    ui_color = "#d9ecf2"
+
+    def __init__(
+        self,
+        *,
+        script: str,
+        region: str,
+        cluster_id: str,
+        job: dict[str, Any] | None = None,
+        project_id: str | None = None,
+        gcp_conn_id: str = "google_cloud_default",
+        api_version: str = DEFAULT_API_VERSION,
+        impersonation_chain: str | Sequence[str] | None = None,
+        api_endpoint: str | None = None,
+        wait_for_completion: bool = True,
+        deferrable: bool | None = None,
+        poll_interval: float = 30.0,
+        cancel_on_kill: bool = True,
+        reattach_on_restart: bool = True,
+        missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self._set_cluster_args(
+            region=region,
+            cluster_id=cluster_id,
+            project_id=project_id,
+            gcp_conn_id=gcp_conn_id,
+            api_version=api_version,
+            impersonation_chain=impersonation_chain,
+            api_endpoint=api_endpoint,
+        )
+        self.job = job or {}
+        self.script = script
+        self.wait_for_completion = wait_for_completion
+        self.deferrable = default_deferrable() if deferrable is None else deferrable
+        self.poll_interval = poll_interval
+        self.cancel_on_kill = cancel_on_kill
+        self.reattach_on_restart = reattach_on_restart
+        self.missing_grace_seconds = missing_grace_seconds
+        self.job_id: int | None = None
+        self._job_over = False
+
+    # -- submit or reattach -----------------------------------------------------------------------
+    def execute(self, context: Context) -> int:
+        ti = context["ti"]
+        map_index = getattr(ti, "map_index", -1)
+        map_index = -1 if map_index is None else int(map_index)
+        tag = task_tag(ti.dag_id, ti.task_id, ti.run_id, map_index)
+        job_spec = dict(self.job)
+        if not job_spec.get("name"):
+            job_spec["name"] = f"{ti.dag_id}.{ti.task_id}"
+            self.log.info("job.name was not set; naming the Slurm job %r.", job_spec["name"])
+
+        previous = self._previous_job(context, tag, job_spec.get("name")) if self.reattach_on_restart else None
+        if previous is not None and previous.succeeded:
+            self.log.info(
+                "Slurm job %s of this task instance already COMPLETED (tag %s); not submitting again. "
+                "Use reattach_on_restart=False to force a new job.",
+                previous.job_id,
+                tag,
+            )
+            return self._finish(context, previous)
+        if previous is not None and not previous.is_finished:
+            self.log.info(
+                "Reattaching to Slurm job %s of this task instance (%s), submitted by an earlier try.",
+                previous.job_id,
+                previous.describe(),
+            )
+            job_id = previous.job_id
+        else:
+            if previous is not None:
+                self.log.info("Earlier Slurm job %s %s; submitting a new one.", previous.job_id, previous.describe())
+            comment = task_comment(tag, ti.dag_id, ti.task_id, ti.run_id, map_index)
+            result = self.hook.submit_job(job_spec, self.script, tag=tag, comment=comment)
+            for warning in result.warnings:
+                self.log.warning("Slurm accepted job %s with a warning: %s", result.job_id, warning)
+            job_id = result.job_id
+            store = context.get("task_state_store")
+            if store is not None:
+                store.set(JOB_ID_STATE_KEY, job_id)
+        self.job_id = job_id
+        ti.xcom_push(key=JOB_ID_XCOM_KEY, value=job_id)
+        if not self.wait_for_completion:
+            return job_id
+        return self._wait(context, job_id)
+
+    def _previous_job(self, context: Context, tag: str, name: str | None) -> SlurmJob | None:
+        store = context.get("task_state_store")
+        stored = store.get(JOB_ID_STATE_KEY) if store is not None else None
+        if stored:
+            job = self.hook.get_job(parse_job_id(str(stored)))
+            if job is not None:
+                return job
+        return self.hook.find_job_by_tag(tag, name=name)
+
+    # -- wait -------------------------------------------------------------------------------------
+    def _wait(self, context: Context, job_id: int) -> int:
+        watch = JobWatch(job_id, missing_grace_seconds=self.missing_grace_seconds)
+        step = watch.observe(self.hook.get_job(job_id))
+        if step.message:
+            self.log.info("%s", step.message)
+        if step.finished and step.job is not None:
+            return self._finish(context, step.job)
+        if self.deferrable:
+            from airflow_provider_slurmapi.triggers.slurm import SlurmJobTrigger
+
+            self.defer(
+                trigger=SlurmJobTrigger(
+                    job_id=job_id,
+                    poll_interval=self.poll_interval,
+                    cancel_on_kill=self.cancel_on_kill,
+                    missing_grace_seconds=self.missing_grace_seconds,
+                    **self.cluster_kwargs(),
+                ),
+                method_name="execute_complete",
+                timeout=self.execution_timeout,
+            )
+        while not step.finished:
+            time.sleep(self.poll_interval)
+            step = watch.observe(self.hook.get_job(job_id))
+            if step.message:
+                self.log.info("%s", step.message)
+        assert step.job is not None
+        return self._finish(context, step.job)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> int:
+        """Resume after the trigger fired: succeed on COMPLETED, else fail with Slurm's reason."""
+        self.job_id = int(event["job_id"])
+        if event.get("status") == "error":
+            raise AirflowException(f"Watching Slurm job {self.job_id} failed: {event.get('message')}")
+        from airflow_provider_slurmapi.slurm.job import SlurmJob
+
+        return self._finish(context, SlurmJob.from_dict(event["job"]))
+
+    def _finish(self, context: Context, job: SlurmJob) -> int:
+        self._job_over = True
+        self.job_id = job.job_id
+        context["ti"].xcom_push(key=JOB_XCOM_KEY, value=job.to_dict())
+        if not job.succeeded:
+            raise AirflowException(job.failure_message())
+        self.log.info("Slurm job %s %s.", job.job_id, job.describe())
+        return job.job_id
+
+    # -- kill -------------------------------------------------------------------------------------
+    def on_kill(self) -> None:
+        """SIGTERM or execution_timeout on the worker: cancel the job if it may still run."""
+        if self.job_id is None or not self.cancel_on_kill or self._job_over:
+            return
+        try:
+            outcome = self.hook.cancel_job(self.job_id)
+            self.log.info("Task killed: cancel of Slurm job %s answered %s.", self.job_id, outcome.value)
+        except SlurmApiError as exc:
+            self.log.error("Task killed, but cancelling Slurm job %s failed: %s", self.job_id, exc)
+
+
+class SlurmCancelJobOperator(SlurmClusterMixin, BaseOperator):
+    """Cancel a Slurm job; cancelling a finished or unknown job succeeds and says so.
+
+    Slurm cancels asynchronously; with ``wait_for_termination`` the task waits (up to
+    ``termination_timeout`` seconds) until the job has left RUNNING/PENDING. Returns
+    ``{"job_id", "outcome", "state"}``.
+
+    :param job_id: the Slurm job id. Templated (e.g. ``{{ ti.xcom_pull('submit') }}``).
+    :param signal: send this signal instead of cancelling (``SIGTERM``, ``SIGUSR1``...).
+    """
+
+    template_fields: Sequence[str] = ("job_id", "signal", *CLUSTER_TEMPLATE_FIELDS)
+
+    def __init__(
+        self,
+        *,
+        job_id: int | str,
+        region: str,
+        cluster_id: str,
+        signal: str | None = None,
+        wait_for_termination: bool = True,
+        termination_timeout: float = 120.0,
+        poll_interval: float = 2.0,
+        project_id: str | None = None,
+        gcp_conn_id: str = "google_cloud_default",
+        api_version: str = DEFAULT_API_VERSION,
+        impersonation_chain: str | Sequence[str] | None = None,
+        api_endpoint: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self._set_cluster_args(
+            region=region,
+            cluster_id=cluster_id,
+            project_id=project_id,
+            gcp_conn_id=gcp_conn_id,
+            api_version=api_version,
+            impersonation_chain=impersonation_chain,
+            api_endpoint=api_endpoint,
+        )
+        self.job_id = job_id
+        self.signal = signal
+        self.wait_for_termination = wait_for_termination
+        self.termination_timeout = termination_timeout
+        self.poll_interval = poll_interval
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        job_id = parse_job_id(self.job_id)
+        outcome = self.hook.cancel_job(job_id, signal=self.signal)
+        self.log.info("Cancel of Slurm job %s: %s.", job_id, outcome.value)
+        job = self.hook.get_job(job_id)
+        if self.wait_for_termination and self.signal is None:
+            deadline = time.monotonic() + self.termination_timeout
+            while job is not None and not job.is_finished and time.monotonic() < deadline:
+                time.sleep(self.poll_interval)
+                job = self.hook.get_job(job_id)
+            if job is not None and not job.is_finished:
+                raise AirflowException(
+                    f"Slurm job {job_id} is still {job.describe()} {self.termination_timeout:.0f}s after the cancel."
+                )
+        state = job.describe() if job is not None else None
+        if job is not None:
+            self.log.info("Slurm job %s is now %s.", job_id, state)
+        return {"job_id": job_id, "outcome": outcome.value, "state": job.state.value if job else None}
+
+
+class SlurmGetJobOperator(SlurmClusterMixin, BaseOperator):
+    """Get one job (live queue, then history). Returns the job as a JSON-serializable dict.
+
+    :param job_id: the Slurm job id. Templated.
+    """
+
+    template_fields: Sequence[str] = ("job_id", *CLUSTER_TEMPLATE_FIELDS)
+
+    def __init__(
+        self,
+        *,
+        job_id: int | str,
+        region: str,
+        cluster_id: str,
+        project_id: str | None = None,
+        gcp_conn_id: str = "google_cloud_default",
+        api_version: str = DEFAULT_API_VERSION,
+        impersonation_chain: str | Sequence[str] | None = None,
+        api_endpoint: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self._set_cluster_args(
+            region=region,
+            cluster_id=cluster_id,
+            project_id=project_id,
+            gcp_conn_id=gcp_conn_id,
+            api_version=api_version,
+            impersonation_chain=impersonation_chain,
+            api_endpoint=api_endpoint,
+        )
+        self.job_id = job_id
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        job_id = parse_job_id(self.job_id)
+        job = self.hook.get_job(job_id)
+        if job is None:
+            raise AirflowException(str(JobNotFoundError(job_id)))
+        self.log.info("Slurm job %s: %s", job_id, job.describe())
+        return job.to_dict()
+
+
+class SlurmListJobsOperator(SlurmClusterMixin, BaseOperator):
+    """List jobs of the live queue, or of the accounting history. Returns a list of job dicts.
+
+    :param history: list from ``/slurmdb`` (finished jobs too) instead of the live queue.
+    :param filters: ``/slurmdb`` filters, e.g. ``{"users": ["alice"], "job_name": "train",
+        "start_time": 1700000000}`` (lists become repeated parameters). Only with ``history=True``.
+    :param states: keep only jobs in these base states (e.g. ``["RUNNING", "PENDING"]``).
+    :param name: keep only jobs with this name.
+    """
+
+    template_fields: Sequence[str] = ("filters", "states", "name", *CLUSTER_TEMPLATE_FIELDS)
+
+    def __init__(
+        self,
+        *,
+        region: str,
+        cluster_id: str,
+        history: bool = False,
+        filters: dict[str, Any] | None = None,
+        states: Sequence[str] | None = None,
+        name: str | None = None,
+        project_id: str | None = None,
+        gcp_conn_id: str = "google_cloud_default",
+        api_version: str = DEFAULT_API_VERSION,
+        impersonation_chain: str | Sequence[str] | None = None,
+        api_endpoint: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self._set_cluster_args(
+            region=region,
+            cluster_id=cluster_id,
+            project_id=project_id,
+            gcp_conn_id=gcp_conn_id,
+            api_version=api_version,
+            impersonation_chain=impersonation_chain,
+            api_endpoint=api_endpoint,
+        )
+        if filters and not history:
+            raise ValueError(
+                f"filters={filters!r} only apply to the history: pass history=True, or use states=/name= "
+                "to filter the live queue."
+            )
+        self.history = history
+        self.filters = filters or {}
+        self.states = states
+        self.name = name
+
+    def execute(self, context: Context) -> list[dict[str, Any]]:
+        jobs = self.hook.list_jobs(history=self.history, **self.filters)
+        if self.states:
+            wanted = {s.upper() for s in self.states}
+            jobs = [job for job in jobs if job.state.value in wanted]
+        if self.name:
+            jobs = [job for job in jobs if job.name == self.name]
+        self.log.info("%d Slurm job(s) listed from the %s.", len(jobs), "history" if self.history else "live queue")
+        return [job.to_dict() for job in jobs]

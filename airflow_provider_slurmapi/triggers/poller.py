@@ -1,0 +1,230 @@
+"""One poller per cluster, shared by every trigger of a triggerer process that watches it.
+
+A retraining platform defers hundreds of Slurm tasks at once. Polling once per task per interval
+spends N calls of the project's API quota every interval, and N sessions and tokens. Here every
+:class:`~airflow_provider_slurmapi.triggers.slurm.SlurmJobTrigger` of one event loop that watches the
+same cluster through the same connection subscribes to one :class:`ClusterPoller`, which
+
+- asks ``/slurm/{v}/jobs/state/?job_id=..&job_id=..`` once per interval for all their jobs (chunked to
+  stay far below the 1 MB request limit), or ``/slurm/{v}/jobs/`` if the envelope refuses query strings
+  or the cluster predates ``jobs/state``;
+- fetches a job's details (``/job/{id}``) only when its state changed, and ``/slurmdb`` only for jobs
+  missing from the live answer;
+- holds one :class:`~airflow_provider_slurmapi.hooks.slurm.SlurmApiAsyncHook`: one HTTP session, one
+  credential refreshed once before it expires;
+- stops, closing its session, when its last subscriber leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import weakref
+from collections.abc import AsyncIterator, Hashable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_slurmapi.slurm.errors import InvalidArgumentError, SlurmApiError, SlurmError
+from airflow_provider_slurmapi.slurm.job import SlurmJob
+from airflow_provider_slurmapi.slurm.states import JobStateInfo
+
+if TYPE_CHECKING:
+    from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook
+
+log = logging.getLogger(__name__)
+
+# Job ids per jobs/state call: ~16 bytes each, so a chunk is ~160 kB, far below the 1 MB limit.
+MAX_IDS_PER_CALL = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class PollerKey:
+    """Which pollers may be shared: same connection, cluster, endpoint and API version."""
+
+    gcp_conn_id: str
+    project_id: str | None
+    region: str
+    cluster_id: str
+    api_version: str
+    impersonation_chain: tuple[str, ...] | str | None
+    api_endpoint: str | None
+
+    def hook_kwargs(self) -> dict[str, Any]:
+        chain = self.impersonation_chain
+        return {
+            "gcp_conn_id": self.gcp_conn_id,
+            "project_id": self.project_id,
+            "region": self.region,
+            "cluster_id": self.cluster_id,
+            "api_version": self.api_version,
+            "impersonation_chain": list(chain) if isinstance(chain, tuple) else chain,
+            "api_endpoint": self.api_endpoint,
+        }
+
+
+class Subscription:
+    """One trigger's view of the poller: the latest observation of its job."""
+
+    def __init__(self, job_id: int, poll_interval: float) -> None:
+        self.job_id = job_id
+        self.poll_interval = poll_interval
+        self._event = asyncio.Event()
+        self._job: SlurmJob | None = None
+        self._error: BaseException | None = None
+
+    def publish(self, job: SlurmJob | None) -> None:
+        self._job, self._error = job, None
+        self._event.set()
+
+    def fail(self, error: BaseException) -> None:
+        self._error = error
+        self._event.set()
+
+    async def next(self) -> SlurmJob | None:
+        """Wait for the next poll's answer about this job (``None``: in neither queue nor history)."""
+        await self._event.wait()
+        self._event.clear()
+        if self._error is not None:
+            raise self._error
+        return self._job
+
+
+class ClusterPoller:
+    """Polls one cluster for the jobs of all its subscribers."""
+
+    def __init__(self, key: PollerKey, hook: SlurmApiAsyncHook) -> None:
+        self.key = key
+        self.hook = hook
+        self._subscriptions: dict[int, set[Subscription]] = {}
+        self._known: dict[int, SlurmJob] = {}
+        self._use_state_endpoint = True
+        self._task: asyncio.Task[None] | None = None
+        self.polls = 0
+
+    @property
+    def job_ids(self) -> list[int]:
+        return list(self._subscriptions)
+
+    def add(self, subscription: Subscription) -> None:
+        self._subscriptions.setdefault(subscription.job_id, set()).add(subscription)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"slurm-poller-{self.key.cluster_id}")
+
+    def remove(self, subscription: Subscription) -> bool:
+        """Drop a subscription; True when none is left (the poller then stops)."""
+        subs = self._subscriptions.get(subscription.job_id)
+        if subs is not None:
+            subs.discard(subscription)
+            if not subs:
+                del self._subscriptions[subscription.job_id]
+                self._known.pop(subscription.job_id, None)
+        return not self._subscriptions
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.hook.close()
+
+    def _interval(self) -> float:
+        return min((s.poll_interval for subs in self._subscriptions.values() for s in subs), default=30.0)
+
+    async def _run(self) -> None:
+        while self._subscriptions:
+            try:
+                await self.poll_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # delivered to every trigger, which reports it as its event
+                for subs in list(self._subscriptions.values()):
+                    for sub in subs:
+                        sub.fail(exc)
+            # A new subscriber does not shorten the wait: its operator has just looked at its job.
+            await asyncio.sleep(self._interval())
+
+    async def poll_once(self) -> None:
+        """One round: the states of all jobs in as few calls as possible, details only where they changed."""
+        ids = self.job_ids
+        if not ids:
+            return
+        self.polls += 1
+        live = await self._live_states(ids)
+        for job_id in ids:
+            state = live.get(job_id)
+            if isinstance(state, SlurmJob):
+                job: SlurmJob | None = state
+            elif state is not None:
+                job = await self._job_with_state(job_id, state)
+            else:
+                job = await self.hook.get_history_job(job_id)
+            if job is not None:
+                self._known[job_id] = job
+            for sub in list(self._subscriptions.get(job_id, ())):
+                sub.publish(job)
+
+    async def _live_states(self, ids: Sequence[int]) -> dict[int, JobStateInfo | SlurmJob]:
+        if self._use_state_endpoint:
+            try:
+                states: dict[int, JobStateInfo | SlurmJob] = {}
+                for start in range(0, len(ids), MAX_IDS_PER_CALL):
+                    states.update(await self.hook.get_job_states(ids[start : start + MAX_IDS_PER_CALL]))
+                return states
+            except InvalidArgumentError as exc:
+                log.warning("The envelope refused jobs/state with a query string (%s); listing jobs/ instead.", exc)
+            except SlurmError as exc:
+                if exc.http_status != 404:
+                    raise
+                log.warning("This cluster has no jobs/state endpoint (Slurm < 23.11.7); listing jobs/ instead.")
+            self._use_state_endpoint = False
+        from airflow_provider_slurmapi.slurm.results import read_jobs
+
+        wanted = set(ids)
+        jobs = read_jobs(await self.hook.call("GET", self.hook.paths.jobs()), history=False)
+        return {job.job_id: job for job in jobs if job.job_id in wanted}
+
+    async def _job_with_state(self, job_id: int, state: JobStateInfo) -> SlurmJob | None:
+        known = self._known.get(job_id)
+        if known is not None and known.state_info == state:
+            return known
+        if known is None and not state.is_finished:
+            # First sight of an unfinished job: the state alone, no extra call (N new triggers would
+            # otherwise cost N calls in one interval). Details come with its first change.
+            return SlurmJob(job_id=job_id, state_info=state, source="live")
+        return await self.hook.get_job(job_id)
+
+
+# One registry per event loop: pollers, their sessions and locks belong to the loop that made them.
+_registry: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Hashable, ClusterPoller]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def pollers_of_this_loop() -> dict[Hashable, ClusterPoller]:
+    """The live pollers of the running event loop (for tests and benchmarks)."""
+    return _registry.setdefault(asyncio.get_running_loop(), {})
+
+
+@contextlib.asynccontextmanager
+async def subscribe(key: PollerKey, job_id: int, poll_interval: float) -> AsyncIterator[Subscription]:
+    """Watch ``job_id`` through the shared poller of ``key``; leaving the block unsubscribes."""
+    pollers = pollers_of_this_loop()
+    poller = pollers.get(key)
+    if poller is None:
+        from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook
+
+        poller = ClusterPoller(key, SlurmApiAsyncHook(**key.hook_kwargs()))
+        pollers[key] = poller
+    subscription = Subscription(job_id, poll_interval)
+    poller.add(subscription)
+    try:
+        yield subscription
+    finally:
+        if poller.remove(subscription) and pollers.get(key) is poller:
+            del pollers[key]
+            await poller.stop()
+
+
+__all__ = ["ClusterPoller", "PollerKey", "SlurmApiError", "Subscription", "pollers_of_this_loop", "subscribe"]
