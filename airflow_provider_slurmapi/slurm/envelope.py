@@ -195,7 +195,9 @@ def parse_envelope(http_status: int, content: bytes, *, method: str, path: str, 
     try:
         status = int(payload["status"])
     except (TypeError, ValueError) as exc:
-        raise MalformedResponseError(f"Envelope 'status' is not a number: {payload['status']!r}.") from exc
+        raise MalformedResponseError(
+            f"The envelope's 'status' is not a number ({payload['status']!r}): check api_endpoint ({cluster.endpoint})."
+        ) from exc
     response = SlurmResponse(method=method, path=path, status=status)
     structured = payload.get("structuredBody")
     raw_body = payload.get("body")

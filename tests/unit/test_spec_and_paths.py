@@ -1,0 +1,115 @@
+"""Job specs are checked and completed before sending; paths are built one way."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from airflow_provider_slurmapi.slurm.errors import ConfigurationError, UnsupportedApiVersionError
+from airflow_provider_slurmapi.slurm.spec import (
+    DEFAULT_WORKING_DIRECTORY,
+    parse_time_limit,
+    prepare_submission,
+    task_comment,
+    task_tag,
+)
+from airflow_provider_slurmapi.slurm.versions import SUPPORTED_API_VERSIONS, SlurmPaths
+
+SCRIPT = "#!/bin/bash\necho hi\n"
+
+
+@pytest.mark.parametrize(
+    ("value", "minutes"),
+    [
+        (720, 720),
+        ("720", 720),
+        ("12:00:00", 720),
+        ("1-00:00:00", 1440),
+        ("30:00", 30),
+        ("0:30:01", 31),
+        (datetime.timedelta(hours=2), 120),
+        ({"set": True, "number": 120}, 120),
+    ],
+)
+def test_time_limit_forms(value: object, minutes: int) -> None:
+    assert parse_time_limit(value) == {"set": True, "infinite": False, "number": minutes}
+
+
+def test_unlimited_time_limit() -> None:
+    assert parse_time_limit("UNLIMITED")["infinite"] is True
+
+
+@pytest.mark.parametrize("value", ["abc", -5, 0, True, 1.5, {"set": True}])
+def test_bad_time_limits_name_the_field_and_the_fix(value: object) -> None:
+    with pytest.raises(ConfigurationError, match=r"job\.time_limit=.*(minutes|minute)"):
+        parse_time_limit(value)
+
+
+def test_defaults_are_filled_and_said() -> None:
+    prepared = prepare_submission({"name": "t", "time_limit": 5}, SCRIPT)
+    assert prepared.job["current_working_directory"] == DEFAULT_WORKING_DIRECTORY
+    assert prepared.job["environment"] and all("=" in e for e in prepared.job["environment"])
+    assert len(prepared.notes) == 2 and all("not set" in n for n in prepared.notes)
+    assert prepared.payload["script"] == SCRIPT
+    assert prepared.job["time_limit"]["number"] == 5
+
+
+def test_given_fields_are_kept_and_environment_dict_converted() -> None:
+    prepared = prepare_submission(
+        {"current_working_directory": "/home/a", "environment": {"A": "1"}, "tres_per_node": "gres/gpu:8"}, SCRIPT
+    )
+    assert prepared.notes == []
+    assert prepared.job["environment"] == ["A=1"]
+    assert prepared.job["tres_per_node"] == "gres/gpu:8"
+
+
+def test_tag_goes_into_comment_without_clobbering_users_comment() -> None:
+    tag = task_tag("dag", "task", "run-1", -1)
+    assert tag == task_tag("dag", "task", "run-1", -1) != task_tag("dag", "task", "run-1", 0)
+    comment = task_comment(tag, "dag", "task", "run-1")
+    assert prepare_submission({}, SCRIPT, tag=tag, comment=comment).job["comment"] == comment
+    mine = prepare_submission({"comment": "my note"}, SCRIPT, tag=tag, comment=comment).job["comment"]
+    assert mine.startswith("my note") and tag in mine
+
+
+@pytest.mark.parametrize(
+    ("job", "script", "message"),
+    [
+        ({}, "", "non-empty batch script"),
+        ({}, "echo hi", "#!/bin/bash"),
+        ({"gres": "gpu:8"}, SCRIPT, "tres_per_node"),
+        ({"current_working_directory": "relative"}, SCRIPT, "absolute path"),
+        ({"environment": "PATH=/bin"}, SCRIPT, "NAME=value"),
+        (["not", "a", "dict"], SCRIPT, "must be a dict"),
+        ({"script": "#!/bin/sh\nother\n"}, SCRIPT, "given twice"),
+    ],
+)
+def test_bad_specs_are_refused_before_sending(job: object, script: str, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        prepare_submission(job, script)  # type: ignore[arg-type]
+
+
+def test_script_inside_job_is_moved_to_top_level() -> None:
+    prepared = prepare_submission({"script": SCRIPT}, None)
+    assert prepared.payload["script"] == SCRIPT and "script" not in prepared.job
+
+
+def test_paths() -> None:
+    paths = SlurmPaths("v0.0.41")
+    assert paths.submit() == "/slurm/v0.0.41/job/submit"
+    assert paths.job(7) == "/slurm/v0.0.41/job/7"
+    assert paths.cancel(7, "SIGTERM") == "/slurm/v0.0.41/job/7?signal=SIGTERM"
+    assert paths.jobs_state([1, 2]) == "/slurm/v0.0.41/jobs/state/?job_id=1&job_id=2"
+    assert paths.history_job(7) == "/slurmdb/v0.0.41/job/7"
+    assert paths.history_jobs(users=["a", "b"], job_name="x y", start_time=None) == (
+        "/slurmdb/v0.0.41/jobs/?users=a&users=b&job_name=x+y"
+    )
+    assert [SlurmPaths(v).version for v in SUPPORTED_API_VERSIONS] == list(SUPPORTED_API_VERSIONS)
+
+
+def test_unsupported_versions_say_which_are() -> None:
+    with pytest.raises(UnsupportedApiVersionError, match=r"v0\.0\.40.*upgrade"):
+        SlurmPaths("v0.0.39")
+    with pytest.raises(UnsupportedApiVersionError, match=r"v0\.0\.44"):
+        SlurmPaths("0.0.42")
