@@ -21,7 +21,7 @@ LIVE = [
 HISTORY = [
     n
     for n in fixture_names("*_slurmdb_job_*")
-    if "unknown" not in n and "bad_token" not in n and "not_configured" not in n
+    if "unknown" not in n and "purge" not in n and "bad_token" not in n and "not_configured" not in n
 ]
 
 
