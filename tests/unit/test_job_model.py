@@ -16,6 +16,7 @@ LIVE = [
     if not n.split("_", 1)[1].startswith("slurmdb")
     and "unknown" not in n
     and "nonnumeric" not in n
+    and "purge" not in n
     and "bad_token" not in n
 ]
 HISTORY = [
