@@ -111,6 +111,7 @@ class SlurmApiHook(GoogleBaseHook):
         self._api_endpoint_arg = api_endpoint
         self.timeout = timeout
         self.retry_seconds = retry_seconds
+        self.retry_initial_wait = 1.0
 
     def __repr__(self) -> str:
         return f"<SlurmApiHook conn={self.gcp_conn_id!r} cluster={self.region}/{self.cluster_id}>"
@@ -173,7 +174,7 @@ class SlurmApiHook(GoogleBaseHook):
             status, content = self._post(data)
             return parse_envelope(status, content, method=method, path=path, cluster=self.cluster)
 
-        response = tenacity.Retrying(**retry_kwargs(self.retry_seconds))(attempt) if retry else attempt()
+        response = tenacity.Retrying(**retry_kwargs(self.retry_seconds, initial=self.retry_initial_wait))(attempt) if retry else attempt()
         for warning in response.warning_messages():
             log.warning("Slurm warning (%s %s): %s", method, path, warning)
         return response
@@ -202,7 +203,7 @@ class SlurmApiHook(GoogleBaseHook):
         assert prepared.tag
         path = self.paths.submit()
         since = int(time.time()) - 300
-        for attempt in tenacity.Retrying(**retry_kwargs(self.retry_seconds)):
+        for attempt in tenacity.Retrying(**retry_kwargs(self.retry_seconds, initial=self.retry_initial_wait)):
             with attempt:
                 if attempt.retry_state.attempt_number > 1:
                     found = self._find_after_lost_answer(prepared, since)
@@ -314,6 +315,7 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
         self.paths = SlurmPaths(api_version)
         self.timeout = timeout
         self.retry_seconds = retry_seconds
+        self.retry_initial_wait = 1.0
         self._session: aiohttp.ClientSession | None = None
         self._credentials: Credentials | None = None
         self._cluster: ClusterRef | None = None
@@ -395,7 +397,7 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
             return parse_envelope(status, content, method=method, path=path, cluster=cluster)
 
         if retry:
-            response: SlurmResponse = await tenacity.AsyncRetrying(**retry_kwargs(self.retry_seconds))(attempt)
+            response: SlurmResponse = await tenacity.AsyncRetrying(**retry_kwargs(self.retry_seconds, initial=self.retry_initial_wait))(attempt)
         else:
             response = await attempt()
         for warning in response.warning_messages():

@@ -1,0 +1,178 @@
+"""The sync hook against the emulator over real HTTP, with a real service-account key connection."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
+from airflow_provider_slurmapi.slurm.errors import (
+    ClusterNotFoundError,
+    ConfigurationError,
+    PermissionDeniedError,
+    RequestTooLargeError,
+    SlurmError,
+)
+from airflow_provider_slurmapi.slurm.results import CancelOutcome
+from airflow_provider_slurmapi.slurm.states import JobState
+from tests.conftest import CLUSTER
+
+QUICK = "#!/bin/bash\necho hello\n"
+
+
+def make_hook(**kwargs: Any) -> SlurmApiHook:
+    hook = SlurmApiHook(**{**CLUSTER, **kwargs})
+    hook.retry_initial_wait = 0.05
+    return hook
+
+
+def job_spec(workdir: Any, **fields: Any) -> dict[str, Any]:
+    return {"name": "t", "partition": "debug", "current_working_directory": str(workdir), **fields}
+
+
+def test_submit_wait_and_find_in_history_after_purge(gcp_connection: Any) -> None:
+    hook = make_hook()
+    result = hook.submit_job(job_spec(gcp_connection.config.workdir, time_limit=1), QUICK)
+    assert result.job_id >= 1
+    gcp_connection.wait_for_state(result.job_id, ["COMPLETED"], timeout=30)
+    live = hook.get_job(result.job_id)
+    assert live is not None and live.state is JobState.COMPLETED and live.source == "live"
+    assert live.stdout and live.exit.return_code == 0
+    # MinJobAge is 2 s here: the job leaves the live queue, and the hook finds it in the history.
+    import time
+
+    deadline = time.monotonic() + 30
+    while hook.get_live_job(result.job_id) is not None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert hook.get_live_job(result.job_id) is None
+    history = hook.get_job(result.job_id)
+    assert history is not None and history.source == "history" and history.succeeded
+    assert history.job_id == result.job_id
+
+
+def test_structured_envelope_works_the_same(emulator_factory: Any, credentials_file: Any, monkeypatch: Any) -> None:
+    from tests.conftest import connection_uri_env
+
+    emulator = emulator_factory(envelope="structured")
+    monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", connection_uri_env(emulator, credentials_file))
+    hook = make_hook()
+    job_id = hook.submit_job(job_spec(emulator.config.workdir), QUICK).job_id
+    emulator.wait_for_state(job_id, ["COMPLETED"], timeout=30)
+    job = hook.get_job(job_id)
+    assert job is not None and job.succeeded
+    with pytest.raises(SlurmError, match="2000 Invalid partition name specified"):
+        hook.submit_job(job_spec(emulator.config.workdir, partition="nope"), QUICK)
+
+
+def test_missing_fields_get_logged_defaults(gcp_connection: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    hook = make_hook()
+    job_id = hook.submit_job({"partition": "debug"}, QUICK).job_id
+    assert "current_working_directory was not set" in caplog.text
+    assert "environment was not set" in caplog.text
+    job = hook.get_live_job(job_id)
+    assert job is not None
+
+
+def test_slurm_errors_reach_the_user(gcp_connection: Any) -> None:
+    hook = make_hook()
+    with pytest.raises(SlurmError, match=r"2000 Invalid partition name specified \(Batch job submission failed\)"):
+        hook.submit_job(job_spec(gcp_connection.config.workdir, partition="nope"), QUICK)
+    with pytest.raises(SlurmError, match="no node that fits"):
+        hook.submit_job(job_spec(gcp_connection.config.workdir, tres_per_node="gres/gpu:64"), QUICK)
+    with pytest.raises(ConfigurationError, match="time_limit"):
+        hook.submit_job(job_spec(gcp_connection.config.workdir, time_limit="abc"), QUICK)
+
+
+def test_held_job_warning_is_returned_and_logged(gcp_connection: Any, caplog: pytest.LogCaptureFixture) -> None:
+    hook = make_hook()
+    result = hook.submit_job(job_spec(gcp_connection.config.workdir, hold=True), QUICK)
+    assert any("held" in w for w in result.warnings)
+    assert "held" in caplog.text
+    job = hook.get_job(result.job_id)
+    assert job is not None and job.state is JobState.PENDING and job.reason == "JobHeldUser"
+    assert hook.cancel_job(result.job_id) is CancelOutcome.CANCELLED
+
+
+def test_cancel_outcomes(gcp_connection: Any) -> None:
+    hook = make_hook()
+    job_id = hook.submit_job(job_spec(gcp_connection.config.workdir), "#!/bin/bash\nsleep 60\n").job_id
+    gcp_connection.wait_for_state(job_id, ["RUNNING"], timeout=30)
+    assert hook.cancel_job(job_id) is CancelOutcome.CANCELLED
+    gcp_connection.wait_for_state(job_id, ["CANCELLED"], timeout=30)
+    assert hook.cancel_job(job_id) is CancelOutcome.ALREADY_FINISHED
+    assert hook.cancel_job(999999) is CancelOutcome.UNKNOWN_JOB
+    assert hook.get_job(999999) is None
+
+
+def test_list_and_states(gcp_connection: Any) -> None:
+    hook = make_hook()
+    ids = [hook.submit_job(job_spec(gcp_connection.config.workdir), "#!/bin/bash\nsleep 30\n").job_id for _ in range(3)]
+    states = hook.get_job_states(ids)
+    assert set(states) == set(ids)
+    listed = {job.job_id for job in hook.list_jobs()}
+    assert set(ids) <= listed
+    for job_id in ids:
+        hook.cancel_job(job_id)
+
+
+def test_states_fall_back_to_jobs_list_when_query_strings_are_refused(
+    emulator_factory: Any, credentials_file: Any, monkeypatch: Any
+) -> None:
+    from tests.conftest import connection_uri_env
+
+    emulator = emulator_factory(reject_query_strings=True)
+    monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", connection_uri_env(emulator, credentials_file))
+    hook = make_hook()
+    job_id = hook.submit_job(job_spec(emulator.config.workdir), "#!/bin/bash\nsleep 30\n").job_id
+    assert set(hook.get_job_states([job_id])) == {job_id}
+    hook.cancel_job(job_id)
+
+
+def test_wrong_cluster_and_missing_permission(emulator_factory: Any, credentials_file: Any, monkeypatch: Any) -> None:
+    from tests.conftest import connection_uri_env
+
+    emulator = emulator_factory(clusters={"another-cluster"})
+    monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", connection_uri_env(emulator, credentials_file))
+    with pytest.raises(ClusterNotFoundError, match="cluster_id=demo-cluster"):
+        make_hook().get_job(1)
+    denied = emulator_factory(deny_permission=True)
+    monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", connection_uri_env(denied, credentials_file))
+    with pytest.raises(PermissionDeniedError, match=r"modelDevelopmentClusters\.run"):
+        make_hook().get_job(1)
+
+
+def test_large_request_is_refused_before_sending(gcp_connection: Any) -> None:
+    hook = make_hook()
+    hook.get_job(1)  # warm up: token and session
+    before = gcp_connection.calls()["total"]
+    with pytest.raises(RequestTooLargeError, match="shared storage"):
+        hook.submit_job(job_spec(gcp_connection.config.workdir), "#!/bin/bash\n" + "#" * (1024 * 1024))
+    assert gcp_connection.calls()["total"] == before
+    assert not [job for job in gcp_connection.jobs() if job["name"] == "t"]
+
+
+def test_transient_failures_of_reads_are_retried(gcp_connection: Any) -> None:
+    hook = make_hook()
+    job_id = hook.submit_job(job_spec(gcp_connection.config.workdir), QUICK).job_id
+    gcp_connection.add_fault("unavailable@job-get*2")
+    gcp_connection.add_fault("503-before@job-get*1")
+    assert hook.get_live_job(job_id) is not None
+
+
+def test_no_secret_in_logs_errors_or_repr(gcp_connection: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    hook = make_hook()
+    hook.get_job(1)
+    token = hook.session.credentials.token  # type: ignore[attr-defined]
+    assert token
+    try:
+        make_hook(cluster_id="nope", api_endpoint=gcp_connection.url).get_job(1)
+    except Exception as exc:  # any error text must be token-free
+        assert token not in str(exc)
+    assert token not in caplog.text
+    assert token not in repr(hook)
+    key = gcp_connection.config.credentials_file.read_text()
+    assert "PRIVATE KEY" not in caplog.text and key not in caplog.text
