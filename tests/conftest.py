@@ -23,7 +23,12 @@ REPO = Path(__file__).resolve().parents[1]
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="slurmapi-test-airflow-"))
 os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
-os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "example_dags")
+# dag.test() syncs DAGs from the DAGs folder: it holds links to the example DAGs and the test DAGs.
+DAGS_FOLDER = _AIRFLOW_HOME / "dags"
+DAGS_FOLDER.mkdir()
+for _dag_file in [*(REPO / "example_dags").glob("*.py"), *(REPO / "tests" / "dag_files").glob("*.py")]:
+    (DAGS_FOLDER / _dag_file.name).symlink_to(_dag_file)
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(DAGS_FOLDER)
 os.environ["AIRFLOW__LOGGING__LOGGING_LEVEL"] = "INFO"
 os.environ.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
 
@@ -108,4 +113,25 @@ def gcp_connection(emulator: Any, credentials_file: Path, monkeypatch: pytest.Mo
     ):
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("SLURMAPI_WORKDIR", str(emulator.config.workdir))
+    monkeypatch.setenv("SLURMAPI_POLL_INTERVAL", "0.5")
     return emulator
+
+
+def load_dag(file_name: str, dag_id: str | None = None) -> Any:
+    """Parse a DAG file of the test DAGs folder now (it reads the environment at parse time)."""
+    import runpy
+
+    namespace = runpy.run_path(str(DAGS_FOLDER / file_name), run_name=f"dagfile_{Path(file_name).stem}")
+    if dag_id is None:
+        return namespace["dag"]
+    return namespace["DAGS"][dag_id]
+
+
+def run_dag(dag: Any) -> tuple[str, dict[str, str]]:
+    """``dag.test()``; the run's state and each task's state."""
+    run = dag.test()
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        states = {ti.task_id: str(ti.state) for ti in run.get_task_instances(session=session)}
+    return str(run.state), states

@@ -14,7 +14,6 @@ tenacity gives bounded exponential backoff with jitter.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -61,8 +60,6 @@ if TYPE_CHECKING:
     import aiohttp
     import requests
     from google.auth.credentials import Credentials
-
-log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 # How far back the history is searched for a job carrying a task's tag.
@@ -112,6 +109,9 @@ class SlurmApiHook(GoogleBaseHook):
         self.timeout = timeout
         self.retry_seconds = retry_seconds
         self.retry_initial_wait = 1.0
+
+    def _retry_kwargs(self) -> dict[str, Any]:
+        return retry_kwargs(self.retry_seconds, initial=self.retry_initial_wait, logger=self.log)
 
     def __repr__(self) -> str:
         return f"<SlurmApiHook conn={self.gcp_conn_id!r} cluster={self.region}/{self.cluster_id}>"
@@ -174,9 +174,9 @@ class SlurmApiHook(GoogleBaseHook):
             status, content = self._post(data)
             return parse_envelope(status, content, method=method, path=path, cluster=self.cluster)
 
-        response = tenacity.Retrying(**retry_kwargs(self.retry_seconds, initial=self.retry_initial_wait))(attempt) if retry else attempt()
+        response = tenacity.Retrying(**self._retry_kwargs())(attempt) if retry else attempt()
         for warning in response.warning_messages():
-            log.warning("Slurm warning (%s %s): %s", method, path, warning)
+            self.log.warning("Slurm warning (%s %s): %s", method, path, warning)
         return response
 
     # -- jobs -------------------------------------------------------------------------------------
@@ -196,21 +196,21 @@ class SlurmApiHook(GoogleBaseHook):
         """
         prepared = prepare_submission(job, script, tag=tag or _one_off_tag(), comment=comment)
         for note in prepared.notes:
-            log.info("%s", note)
+            self.log.info("%s", note)
         return self._submit_prepared(prepared)
 
     def _submit_prepared(self, prepared: PreparedSubmission) -> SubmitResult:
         assert prepared.tag
         path = self.paths.submit()
         since = int(time.time()) - 300
-        for attempt in tenacity.Retrying(**retry_kwargs(self.retry_seconds, initial=self.retry_initial_wait)):
+        for attempt in tenacity.Retrying(**self._retry_kwargs()):
             with attempt:
                 if attempt.retry_state.attempt_number > 1:
                     found = self._find_after_lost_answer(prepared, since)
                     if found is not None:
                         return SubmitResult(job_id=found.job_id)
                 result = read_submit(self.call("POST", path, prepared.payload))
-                log.info("Submitted Slurm job %s to %s", result.job_id, self.cluster)
+                self.log.info("Submitted Slurm job %s to %s", result.job_id, self.cluster)
                 return result
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -224,13 +224,15 @@ class SlurmApiHook(GoogleBaseHook):
                 "Not resending, to avoid a second copy of the job: check the cluster's queue for that tag."
             ) from exc
         if found is not None:
-            log.warning(
+            self.log.warning(
                 "The answer to the submit was lost, but Slurm job %s carries its tag %s: using it, not resending.",
                 found.job_id,
                 prepared.tag,
             )
         else:
-            log.warning("The answer to the submit was lost and no job carries tag %s: sending it again.", prepared.tag)
+            self.log.warning(
+                "The answer to the submit was lost and no job carries tag %s: sending it again.", prepared.tag
+            )
         return found
 
     def find_job_by_tag(self, tag: str, *, name: str | None = None, since: int | None = None) -> SlurmJob | None:
@@ -270,7 +272,7 @@ class SlurmApiHook(GoogleBaseHook):
     def cancel_job(self, job_id: int, *, signal: str | None = None) -> CancelOutcome:
         """Cancel a job. Cancelling a finished or unknown job is not an error; the outcome says which."""
         outcome = read_cancel(self.call("DELETE", self.paths.cancel(job_id, signal)))
-        log.info("Cancel of Slurm job %s: %s", job_id, outcome.value)
+        self.log.info("Cancel of Slurm job %s: %s", job_id, outcome.value)
         return outcome
 
 
@@ -320,6 +322,9 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
         self._credentials: Credentials | None = None
         self._cluster: ClusterRef | None = None
         self._token_lock = asyncio.Lock()
+
+    def _retry_kwargs(self) -> dict[str, Any]:
+        return retry_kwargs(self.retry_seconds, initial=self.retry_initial_wait, logger=self.log)
 
     def __repr__(self) -> str:
         return f"<SlurmApiAsyncHook {self._hook_kwargs.get('region')}/{self._hook_kwargs.get('cluster_id')}>"
@@ -397,11 +402,11 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
             return parse_envelope(status, content, method=method, path=path, cluster=cluster)
 
         if retry:
-            response: SlurmResponse = await tenacity.AsyncRetrying(**retry_kwargs(self.retry_seconds, initial=self.retry_initial_wait))(attempt)
+            response: SlurmResponse = await tenacity.AsyncRetrying(**self._retry_kwargs())(attempt)
         else:
             response = await attempt()
         for warning in response.warning_messages():
-            log.warning("Slurm warning (%s %s): %s", method, path, warning)
+            self.log.warning("Slurm warning (%s %s): %s", method, path, warning)
         return response
 
     async def get_job(self, job_id: int) -> SlurmJob | None:
@@ -425,7 +430,7 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
 
     async def cancel_job(self, job_id: int, *, signal: str | None = None) -> CancelOutcome:
         outcome = read_cancel(await self.call("DELETE", self.paths.cancel(job_id, signal)))
-        log.info("Cancel of Slurm job %s: %s", job_id, outcome.value)
+        self.log.info("Cancel of Slurm job %s: %s", job_id, outcome.value)
         return outcome
 
 

@@ -1,0 +1,73 @@
+"""Scenario DAGs for the tests: one DAG per way a Slurm job can end.
+
+The cluster and the wait mode come from the environment at parse time (``SLURMAPI_*``), so the same
+DAGs run against the emulator and, through the gateway, against real Slurm.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
+from airflow_provider_slurmapi.operators.slurm import SlurmSubmitJobOperator
+
+if AIRFLOW_V_3_0_PLUS:
+    from airflow.sdk import DAG
+else:  # pragma: no cover
+    from airflow import DAG
+
+CLUSTER = {
+    "project_id": os.environ.get("SLURMAPI_PROJECT") or None,
+    "region": os.environ.get("SLURMAPI_REGION", "us-central1"),
+    "cluster_id": os.environ.get("SLURMAPI_CLUSTER_ID", "demo-cluster"),
+    "api_version": os.environ.get("SLURMAPI_API_VERSION", "v0.0.42"),
+}
+PARTITION = os.environ.get("SLURMAPI_PARTITION", "debug")
+WORKDIR = os.environ.get("SLURMAPI_WORKDIR", "/tmp")
+DEFERRABLE = os.environ.get("SLURMAPI_DEFERRABLE", "true").lower() != "false"
+POLL = float(os.environ.get("SLURMAPI_POLL_INTERVAL", "1"))
+GRACE = float(os.environ.get("SLURMAPI_MISSING_GRACE", "60"))
+
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "completes": {"script": "#!/bin/bash\necho hello from $SLURM_JOB_ID\nsleep 1\n"},
+    "exit3": {"script": "#!/bin/bash\necho failing\nexit 3\n"},
+    "sigkill": {"script": "#!/bin/bash\nkill -9 $$\n"},
+    "timeout": {"script": "#!/bin/bash\nsleep 600\n", "job": {"time_limit": 1}},
+    "held": {"script": "#!/bin/bash\necho held\n", "job": {"hold": True}},
+    "bad_partition": {"script": "#!/bin/bash\necho x\n", "job": {"partition": "no-such-partition"}},
+    "defaults_filled": {
+        "script": "#!/bin/bash\necho x\n",
+        "job": {"current_working_directory": None, "environment": None},
+    },
+    "long": {"script": "#!/bin/bash\nsleep 600\n"},
+}
+
+DAGS: dict[str, Any] = {}
+for _name, _scenario in SCENARIOS.items():
+    with DAG(
+        dag_id=f"slurm_scenario_{_name}",
+        start_date=datetime(2026, 1, 1),
+        schedule=None,
+        catchup=False,
+        tags=["slurm", "test"],
+    ) as _dag:
+        SlurmSubmitJobOperator(
+            task_id="job",
+            job={
+                "name": f"scenario-{_name}",
+                "partition": PARTITION,
+                "current_working_directory": WORKDIR,
+                "environment": ["PATH=/usr/local/bin:/usr/bin:/bin"],
+                "time_limit": 5,
+                **_scenario.get("job", {}),
+            },
+            script=_scenario["script"],
+            deferrable=DEFERRABLE,
+            poll_interval=POLL,
+            missing_grace_seconds=GRACE,
+            execution_timeout=timedelta(minutes=10),
+            **CLUSTER,
+        )
+    DAGS[_name] = _dag
