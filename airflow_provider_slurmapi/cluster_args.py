@@ -16,6 +16,11 @@ from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION, check_
 if TYPE_CHECKING:
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
 
+# How Airflow resumes a deferred task whose trigger timed out (``execution_timeout`` or a sensor's
+# ``timeout``): next_method "__fail__" with this error. Both are internal names of Airflow's.
+TRIGGER_FAIL_METHOD = "__fail__"
+TRIGGER_TIMEOUT_ERROR = "Trigger timeout"
+
 CLUSTER_TEMPLATE_FIELDS: tuple[str, ...] = ("region", "cluster_id", "project_id", "gcp_conn_id", "impersonation_chain")
 
 
@@ -61,6 +66,29 @@ class SlurmClusterMixin:
             "impersonation_chain": self.impersonation_chain,
             "api_endpoint": self.api_endpoint,
         }
+
+    def cancel_after_deferral_timeout(
+        self, next_method: str, next_kwargs: dict[str, Any] | None, job_id: int | None
+    ) -> None:
+        """Cancel ``job_id`` when Airflow resumes this task only to fail it for a deferral timeout.
+
+        The triggerer does not call ``on_kill`` on a timeout; without this the job would run on,
+        holding its GPUs, after the task has failed.
+        """
+        if next_method != TRIGGER_FAIL_METHOD or job_id is None:
+            return
+        error = str((next_kwargs or {}).get("error", ""))
+        if TRIGGER_TIMEOUT_ERROR.lower() not in error.lower():
+            return
+        log = self.log  # type: ignore[attr-defined]
+        log.warning("The wait for Slurm job %s timed out; cancelling the job.", job_id)
+        from airflow_provider_slurmapi.slurm.errors import SlurmApiError
+
+        try:
+            outcome = self.hook.cancel_job(job_id)
+            log.info("Cancel of Slurm job %s after the timeout: %s.", job_id, outcome.value)
+        except SlurmApiError as exc:
+            log.error("Cancelling Slurm job %s after the timeout failed: %s", job_id, exc)
 
     @cached_property
     def hook(self) -> SlurmApiHook:

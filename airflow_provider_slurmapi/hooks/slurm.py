@@ -34,6 +34,7 @@ from airflow_provider_slurmapi.slurm.errors import (
     ApiConnectionError,
     ConfigurationError,
     InvalidArgumentError,
+    MalformedResponseError,
     SlurmApiError,
     SubmitOutcomeUnknownError,
     TransientApiError,
@@ -77,7 +78,7 @@ class SlurmApiHook(GoogleBaseHook):
     :param api_version: the Slurm REST version to speak (``v0.0.40`` to ``v0.0.44``).
     :param impersonation_chain: a service account (or chain) to impersonate.
     :param api_endpoint: overrides the endpoint (also connection extra ``api_endpoint``).
-    :param timeout: seconds to wait for one answer.
+    :param timeout: seconds to wait for one answer (default: connection extra ``request_timeout``, else 60).
     :param retry_seconds: how long transient failures are retried before giving up.
     """
 
@@ -96,7 +97,7 @@ class SlurmApiHook(GoogleBaseHook):
         api_version: str = DEFAULT_API_VERSION,
         impersonation_chain: str | Sequence[str] | None = None,
         api_endpoint: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        timeout: float | None = None,
         retry_seconds: float = DEFAULT_RETRY_SECONDS,
         **kwargs: Any,
     ) -> None:
@@ -106,7 +107,7 @@ class SlurmApiHook(GoogleBaseHook):
         self.cluster_id = cluster_id
         self._project_id_arg = project_id
         self._api_endpoint_arg = api_endpoint
-        self.timeout = timeout
+        self.timeout = float(timeout or self._get_field("request_timeout") or DEFAULT_TIMEOUT_SECONDS)
         self.retry_seconds = retry_seconds
         self.retry_initial_wait = 1.0
 
@@ -172,7 +173,7 @@ class SlurmApiHook(GoogleBaseHook):
 
         def attempt() -> SlurmResponse:
             status, content = self._post(data)
-            return parse_envelope(status, content, method=method, path=path, cluster=self.cluster)
+            return _check_json(parse_envelope(status, content, method=method, path=path, cluster=self.cluster))
 
         response = tenacity.Retrying(**self._retry_kwargs())(attempt) if retry else attempt()
         for warning in response.warning_messages():
@@ -276,6 +277,17 @@ class SlurmApiHook(GoogleBaseHook):
         return outcome
 
 
+def _check_json(response: SlurmResponse) -> SlurmResponse:
+    """Slurm answers every successful call with JSON; a 2xx without it is a garbled answer."""
+    if response.status < 400 and response.body is None:
+        preview = (response.text or "")[:120]
+        raise MalformedResponseError(
+            f"Slurm answered {response.method} {response.path} with HTTP {response.status} but no JSON body "
+            f"({preview!r})."
+        )
+    return response
+
+
 def _one_off_tag() -> str:
     return f"{_SUBMIT_TAG_PREFIX}{uuid.uuid4().hex[:24]}"
 
@@ -300,7 +312,7 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
         api_version: str = DEFAULT_API_VERSION,
         impersonation_chain: str | Sequence[str] | None = None,
         api_endpoint: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        timeout: float | None = None,
         retry_seconds: float = DEFAULT_RETRY_SECONDS,
     ) -> None:
         super().__init__(
@@ -315,7 +327,7 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
             retry_seconds=retry_seconds,
         )
         self.paths = SlurmPaths(api_version)
-        self.timeout = timeout
+        self.timeout = timeout or DEFAULT_TIMEOUT_SECONDS
         self.retry_seconds = retry_seconds
         self.retry_initial_wait = 1.0
         self._session: aiohttp.ClientSession | None = None
@@ -334,6 +346,7 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
             sync_hook: SlurmApiHook = await self.get_sync_hook()
             self._cluster = await asyncio.to_thread(lambda: sync_hook.cluster)
             self._credentials = await asyncio.to_thread(sync_hook.get_credentials)
+            self.timeout = sync_hook.timeout
         return self._cluster
 
     async def _token(self, *, force: bool = False) -> str:
@@ -399,7 +412,7 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
             status, content = await self._post(data)
             if status == 401:
                 status, content = await self._post(data, force_refresh=True)
-            return parse_envelope(status, content, method=method, path=path, cluster=cluster)
+            return _check_json(parse_envelope(status, content, method=method, path=path, cluster=cluster))
 
         if retry:
             response: SlurmResponse = await tenacity.AsyncRetrying(**self._retry_kwargs())(attempt)

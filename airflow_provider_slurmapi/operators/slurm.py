@@ -207,6 +207,14 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         return job.job_id
 
     # -- kill -------------------------------------------------------------------------------------
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
+        """A deferral that timed out cancels the job (when ``cancel_on_kill``), then fails as usual."""
+        if self.cancel_on_kill:
+            ti = context["ti"]
+            job_id = ti.xcom_pull(task_ids=ti.task_id, key=JOB_ID_XCOM_KEY, map_indexes=ti.map_index)
+            self.cancel_after_deferral_timeout(next_method, next_kwargs, parse_job_id(job_id) if job_id else None)
+        return super().resume_execution(next_method, next_kwargs, context)
+
     def on_kill(self) -> None:
         """SIGTERM or execution_timeout on the worker: cancel the job if it may still run."""
         if self.job_id is None or not self.cancel_on_kill or self._job_over:

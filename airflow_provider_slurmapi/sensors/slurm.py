@@ -102,6 +102,12 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
             raise AirflowException(step.job.failure_message())
         return True
 
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
+        """With ``cancel_on_kill``, a deferral that timed out cancels the job, then fails as usual."""
+        if self.cancel_on_kill:
+            self.cancel_after_deferral_timeout(next_method, next_kwargs, parse_job_id(self.job_id))
+        return super().resume_execution(next_method, next_kwargs, context)
+
     def execute_complete(self, context: Context, event: dict[str, Any]) -> None:
         if event.get("status") != "success":
             raise AirflowException(str(event.get("message")))

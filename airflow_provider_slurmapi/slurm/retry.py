@@ -11,7 +11,12 @@ from typing import Any, Protocol
 
 import tenacity
 
-from airflow_provider_slurmapi.slurm.errors import ApiConnectionError, TransientApiError, UnauthenticatedError
+from airflow_provider_slurmapi.slurm.errors import (
+    ApiConnectionError,
+    MalformedResponseError,
+    TransientApiError,
+    UnauthenticatedError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -21,12 +26,17 @@ DEFAULT_RETRY_SECONDS = 300.0
 class WarningLogger(Protocol):
     """Anything with ``warning(msg, *args)``: a stdlib logger or Airflow's structlog one."""
 
-    def warning(self, msg: Any, *args: Any, **kwargs: Any) -> Any: ...
+    def warning(self, msg: Any, /, *args: Any, **kwargs: Any) -> Any: ...
 
 
 def is_transient(exc: BaseException) -> bool:
-    """UNAVAILABLE, 429, 5xx from the envelope, and no answer at all."""
-    return isinstance(exc, TransientApiError | ApiConnectionError)
+    """UNAVAILABLE, 429, 5xx from the envelope, no answer at all, or an answer that was garbled.
+
+    A garbled answer (not an envelope, or a body that is not JSON where Slurm sends JSON) is most
+    often a proxy or a cut connection; a wrong ``api_endpoint`` shows up in the retry warnings and
+    ends in the error once the retry time is over.
+    """
+    return isinstance(exc, TransientApiError | ApiConnectionError | MalformedResponseError)
 
 
 def retry_kwargs(
