@@ -1,0 +1,233 @@
+"""`slurmapi-emulator`: run the local Slurm Job API stand-in from a shell.
+
+Prints the base URL on stdout once it listens (one line, easy to capture), logs one line per call
+on stderr (method, path, status; never tokens), and on SIGINT/SIGTERM stops and kills the jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+
+from .config import EmulatorConfig
+from .faults import GRAMMAR_HELP, FaultSpecError, parse_fault
+from .server import EmulatorServer
+
+DESCRIPTION = """\
+A local stand-in of the Slurm Job API (POST ...:callSlurmRestApi): a one-node Slurm whose jobs run
+as local processes, behind the same envelope, auth and errors as Google's API.
+"""
+
+EPILOG = f"""\
+Point an Airflow Google Cloud connection at it
+  1. start it with a service-account key it writes for you:
+       slurmapi-emulator --port 8080 --write-credentials /tmp/emu-sa.json --minute-seconds 1
+  2. create the connection (key_path works as well as keyfile_dict or
+     GOOGLE_APPLICATION_CREDENTIALS=/tmp/emu-sa.json):
+       airflow connections add slurm_emu --conn-type google_cloud_platform \\
+         --conn-extra '{{"key_path": "/tmp/emu-sa.json", "project": "demo-project",
+                        "api_endpoint": "http://127.0.0.1:8080"}}'
+  3. in the DAG use gcp_conn_id="slurm_emu", any region and cluster id (restrict them with
+     --cluster), partition "debug" (or one of --partitions), api_version v0.0.40 .. v0.0.44.
+  Google's token requests go to the emulator (the key's token_uri), so nothing leaves the machine.
+  Quick curl test with a static token:
+       slurmapi-emulator --token dev &
+       curl -s -H 'Authorization: Bearer dev' -d '{{"method":"HTTP_METHOD_GET","path":"/slurm/v0.0.42/ping"}}' \\
+         http://127.0.0.1:8080/v1beta1/projects/p/locations/r/modelDevelopmentClusters/c:callSlurmRestApi
+
+Jobs: the script runs with bash (or its #! interpreter) in current_working_directory if it exists,
+else in --workdir; output goes to standard_output (default <cwd>/slurm-%j.out). time_limit minutes
+last --minute-seconds real seconds each. Finished jobs leave the live queue after --min-job-age
+seconds and are then only in /slurmdb.
+
+Test harness (no token needed; loopback only):
+  GET  /_emulator/jobs           every job ever submitted
+  GET  /_emulator/calls          envelope calls served, by kind, and the last ones
+  POST /_emulator/calls/reset
+  GET|POST|DELETE /_emulator/faults   list / add {{"spec": "..."}} / clear
+  GET  /_emulator/health
+  POST /token                    OAuth2 token endpoint (JWT bearer grant)
+
+{GRAMMAR_HELP}
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI flags; each one maps to an EmulatorConfig field."""
+    p = argparse.ArgumentParser(
+        prog="slurmapi-emulator",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    g = p.add_argument_group("server")
+    g.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; keep it loopback)")
+    g.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any free port)")
+    g.add_argument(
+        "--envelope",
+        choices=("body", "structured"),
+        default="body",
+        help='answer shape: "body" = {"status", "body": "<JSON string>"} (default), '
+        '"structured" = {"status", "structuredBody": {...}}',
+    )
+    g.add_argument(
+        "--cluster",
+        dest="clusters",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="accepted cluster id (repeatable); others get 404 NOT_FOUND. Default: any",
+    )
+    g.add_argument(
+        "--reject-query-strings",
+        action="store_true",
+        help="refuse any path containing '?' with 400 INVALID_ARGUMENT (an envelope that does not pass query strings)",
+    )
+    g.add_argument("--deny-permission", action="store_true", help="answer every call 403 PERMISSION_DENIED")
+    g.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    g.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
+    a = p.add_argument_group("auth")
+    a.add_argument(
+        "--token",
+        dest="tokens",
+        action="append",
+        default=[],
+        metavar="T",
+        help="accepted static bearer token (repeatable)",
+    )
+    a.add_argument(
+        "--token-file", metavar="F", help="file of accepted static tokens, one a line (re-read when it changes)"
+    )
+    a.add_argument(
+        "--write-credentials",
+        dest="credentials_file",
+        metavar="FILE",
+        help="write (or reuse the key of) a service-account key JSON whose token_uri is this emulator's /token",
+    )
+    a.add_argument(
+        "--token-lifetime",
+        type=int,
+        default=3600,
+        metavar="S",
+        help="lifetime of issued access tokens in seconds (default 3600)",
+    )
+    a.add_argument("--project", default="demo-project", help="project_id written in the key file")
+    s = p.add_argument_group("slurm model")
+    s.add_argument("--partitions", default="debug,a3", help="comma list; the first is the default (default debug,a3)")
+    s.add_argument("--cpus", type=int, default=2, help="CPUs of the node; caps RUNNING jobs (default 2)")
+    s.add_argument("--gpus", type=int, default=8, help="GPUs of the node (default 8)")
+    s.add_argument(
+        "--min-job-age",
+        type=float,
+        default=300,
+        metavar="S",
+        help="seconds a finished job stays in the live queue (default 300)",
+    )
+    s.add_argument(
+        "--history-delay",
+        type=float,
+        default=0,
+        metavar="S",
+        help="accounting lag: /slurmdb sees every change S seconds late (default 0)",
+    )
+    s.add_argument(
+        "--minute-seconds",
+        type=float,
+        default=60,
+        metavar="S",
+        help="real seconds per minute of time_limit (default 60)",
+    )
+    s.add_argument(
+        "--kill-wait",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="seconds between SIGTERM and SIGKILL on cancel/time limit (default 2)",
+    )
+    s.add_argument("--workdir", help="where jobs without a usable cwd run (default: a new temp dir)")
+    s.add_argument(
+        "--fault",
+        dest="faults",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="arm a fault at start (repeatable); grammar below",
+    )
+    gw = p.add_argument_group("gateway mode (forward to a real slurmrestd)")
+    gw.add_argument("--slurmrestd", metavar="URL", help="e.g. http://127.0.0.1:6820")
+    gw.add_argument("--slurm-token-file", metavar="F", help="file holding the Slurm JWT (read on every call)")
+    gw.add_argument("--slurm-user", metavar="NAME", help="sent as X-SLURM-USER-NAME")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
+    """Map parsed flags to an EmulatorConfig."""
+    return EmulatorConfig(
+        host=args.host,
+        port=args.port,
+        envelope=args.envelope,
+        tokens=args.tokens,
+        token_file=args.token_file,
+        token_lifetime=args.token_lifetime,
+        credentials_file=args.credentials_file,
+        project=args.project,
+        clusters=args.clusters,
+        partitions=[x.strip() for x in args.partitions.split(",") if x.strip()],
+        cpus=args.cpus,
+        gpus=args.gpus,
+        min_job_age=args.min_job_age,
+        history_delay=args.history_delay,
+        minute_seconds=args.minute_seconds,
+        workdir=args.workdir,
+        faults=args.faults,
+        reject_query_strings=args.reject_query_strings,
+        deny_permission=args.deny_permission,
+        slurmrestd=args.slurmrestd,
+        slurm_token_file=args.slurm_token_file,
+        slurm_user=args.slurm_user,
+        kill_wait=args.kill_wait,
+    )
+
+
+async def _serve(config: EmulatorConfig) -> None:
+    server = EmulatorServer(config, cleanup_workdir=False)
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    if server.cluster is not None:
+        logging.getLogger("slurmapi_emulator").info("jobs run in %s", server.cluster.workdir)
+    print(server.url, flush=True)
+    try:
+        await stop.wait()
+    finally:
+        logging.getLogger("slurmapi_emulator").info("stopping: killing job processes")
+        await server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the slurmapi-emulator console script."""
+    args = build_parser().parse_args(argv)
+    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    try:
+        for spec in args.faults:
+            parse_fault(spec)
+        config = config_from_args(args)
+        config.validate()
+    except (FaultSpecError, ValueError) as exc:
+        print(f"slurmapi-emulator: {exc}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(_serve(config))
+    except OSError as exc:
+        print(f"slurmapi-emulator: cannot start: {exc}", file=sys.stderr)
+        return 1
+    return 0

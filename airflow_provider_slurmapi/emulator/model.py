@@ -1,0 +1,475 @@
+"""A one-node Slurm cluster whose jobs are real local processes.
+
+This is the stateful heart of the emulator: it keeps the live queue, the accounting history and
+the node's CPUs/GPUs, and runs each job's script in its own process group so that cancel, time
+limits and signals behave like on a real cluster. Everything runs on one asyncio loop; callers
+never touch it from another thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import grp
+import logging
+import os
+import pwd
+import shutil
+import signal
+import stat
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .jobdesc import JobRequest
+
+log = logging.getLogger("slurmapi_emulator.model")
+
+SCHEDULE_DELAY = 0.05  # seconds between a submit and the scheduler pass, so PENDING is observable
+FINISHED_STATES = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT"})
+
+
+@dataclass(frozen=True)
+class ExitInfo:
+    """How a job (or its batch step) ended, in Slurm's terms."""
+
+    status: str = "SUCCESS"
+    return_code: int | None = 0
+    signal: int | None = None
+
+
+@dataclass(eq=False)
+class Job:
+    """One submitted job: request, placement, timeline and process."""
+
+    job_id: int
+    req: JobRequest
+    partition: str
+    user: str
+    uid: int
+    group: str
+    gid: int
+    cwd: str  # as requested (reported by Slurm)
+    run_cwd: str  # where the process really runs
+    stdout_pattern: str
+    stderr_pattern: str
+    stdin_path: str
+    stdout_path: str
+    stderr_path: str
+    submit: float
+    start: float | None = None
+    end: float | None = None
+    state: str = "PENDING"
+    reason: str = "None"
+    description: str = ""
+    completing: bool = False
+    exit: ExitInfo = ExitInfo()
+    job_exit_history: ExitInfo = ExitInfo()
+    step_state: str = ""
+    step_exit: ExitInfo = ExitInfo()
+    kill_user: str = ""
+    bad_constraints: bool = False
+    in_live_queue: bool = True
+    cpu_ids: list[int] = field(default_factory=list)
+    gpu_ids: list[int] = field(default_factory=list)
+    proc: asyncio.subprocess.Process | None = None
+    minute_seconds: float = 60.0  # real seconds per minute of time_limit
+    rev: int = 0
+    cache: dict[str, tuple[int, str]] = field(default_factory=dict)
+    timers: list[asyncio.TimerHandle] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.req.name
+
+    @property
+    def cpus(self) -> int:
+        return self.req.cpus
+
+    @property
+    def gpus(self) -> int:
+        return self.req.gpus
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED_STATES
+
+    @property
+    def job_state(self) -> list[str]:
+        """Live `job_state`: base state plus flags."""
+        return [self.state, "COMPLETING"] if self.completing else [self.state]
+
+    def touch(self) -> None:
+        """Mark the job changed so cached renderings are rebuilt."""
+        self.rev += 1
+
+
+def expand_pattern(pattern: str, job_id: int, name: str, user: str) -> str:
+    """Expand the filename patterns Slurm supports in standard_output/error (%j, %x, %u, ...)."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "%" and i + 1 < len(pattern):
+            code = pattern[i + 1]
+            repl = {
+                "j": str(job_id),
+                "A": str(job_id),
+                "a": "4294967294",
+                "x": name,
+                "u": user,
+                "N": "localhost",
+                "n": "0",
+                "t": "0",
+                "s": "batch",
+                "%": "%",
+            }.get(code)
+            if repl is not None:
+                out.append(repl)
+                i += 2
+                continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+class Cluster:
+    """The emulated cluster: one node, a live queue, an accounting database, a scheduler."""
+
+    def __init__(
+        self,
+        *,
+        workdir: Path,
+        partitions: list[str],
+        cpus: int,
+        gpus: int,
+        min_job_age: float,
+        history_delay: float,
+        minute_seconds: float,
+        kill_wait: float,
+        cluster_name: str = "emulator",
+    ) -> None:
+        self.workdir = workdir
+        self.partitions = list(partitions)
+        self.total_cpus = cpus
+        self.total_gpus = gpus
+        self.min_job_age = min_job_age
+        self.history_delay = history_delay
+        self.minute_seconds = minute_seconds
+        self.kill_wait = kill_wait
+        self.cluster_name = cluster_name
+        self.next_id = 1
+        self.jobs: dict[int, Job] = {}  # every job ever created, by id
+        self.live: dict[int, Job] = {}  # the slurmctld queue
+        self.pending: dict[int, Job] = {}
+        self.free_cpus = set(range(cpus))
+        self.free_gpus = set(range(gpus))
+        self.last_update = int(time.time())
+        self._schedule_handle: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self.user = pwd.getpwuid(os.getuid()).pw_name
+        self.uid = os.getuid()
+        try:
+            self.group = grp.getgrgid(os.getgid()).gr_name
+        except KeyError:
+            self.group = str(os.getgid())
+        self.gid = os.getgid()
+        self.bash = shutil.which("bash") or "/bin/bash"
+        (self.workdir / ".emulator").mkdir(parents=True, exist_ok=True)
+
+    # ---------------------------------------------------------------- bookkeeping
+    def _changed(self, job: Job | None = None) -> None:
+        if job is not None:
+            job.touch()
+        self.last_update = int(time.time())
+
+    def use_job_id(self) -> int:
+        """Consume a job id, as slurmctld does even for some failed submissions."""
+        job_id = self.next_id
+        self.next_id += 1
+        return job_id
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    # ---------------------------------------------------------------- submission
+    def create_job(self, req: JobRequest, partition: str, *, bad_constraints: bool = False) -> Job:
+        """Create the job record (queue + history); it starts PENDING unless it can never run."""
+        job_id = self.use_job_id()
+        now = time.time()
+        cwd = req.cwd or str(self.workdir)
+        run_cwd = cwd if os.path.isdir(cwd) else str(self.workdir)
+
+        def absolute(path: str) -> str:
+            return path if os.path.isabs(path) else os.path.join(run_cwd, path)
+
+        stdout_pattern = absolute(req.stdout or "slurm-%j.out")
+        stderr_pattern = absolute(req.stderr) if req.stderr else ""
+        stdout_path = expand_pattern(stdout_pattern, job_id, req.name, self.user)
+        stderr_path = expand_pattern(stderr_pattern, job_id, req.name, self.user) if stderr_pattern else stdout_path
+        job = Job(
+            job_id=job_id,
+            req=req,
+            partition=partition,
+            user=self.user,
+            uid=self.uid,
+            group=self.group,
+            gid=self.gid,
+            cwd=cwd,
+            run_cwd=run_cwd,
+            stdout_pattern=stdout_pattern,
+            stderr_pattern=stderr_pattern,
+            stdin_path=absolute(req.stdin) if req.stdin else "/dev/null",
+            stdout_path=stdout_path,
+            stderr_path=stderr_path,
+            submit=now,
+            minute_seconds=self.minute_seconds,
+        )
+        self.jobs[job_id] = job
+        self.live[job_id] = job
+        if bad_constraints:
+            job.bad_constraints = True
+            job.state = "FAILED"
+            job.reason = "BadConstraints"
+            job.start = job.end = now
+            job.exit = ExitInfo("SIGNALED", None, 1)
+            job.job_exit_history = ExitInfo("ERROR", 1, None)
+            self._schedule_purge(job)
+        else:
+            if req.hold:
+                job.reason = "JobHeldUser"
+            self.pending[job_id] = job
+            self.request_schedule()
+        self._changed(job)
+        return job
+
+    # ---------------------------------------------------------------- scheduling
+    def request_schedule(self, delay: float = SCHEDULE_DELAY) -> None:
+        """Run a scheduler pass soon; many requests in a burst give one pass."""
+        if self._closing or self._schedule_handle is not None:
+            return
+        self._schedule_handle = self.loop.call_later(delay, self._schedule)
+
+    def _schedule(self) -> None:
+        """FIFO scheduler: start what fits; the first job that does not fit waits on Resources."""
+        self._schedule_handle = None
+        if self._closing:
+            return
+        blocked = False
+        for job in list(self.pending.values()):
+            if job.req.hold:
+                continue
+            if not blocked and job.cpus <= len(self.free_cpus) and job.gpus <= len(self.free_gpus):
+                self._start(job)
+                continue
+            reason = "Priority" if blocked else "Resources"
+            blocked = True
+            if job.reason != reason:
+                job.reason = reason
+                self._changed(job)
+
+    def _start(self, job: Job) -> None:
+        del self.pending[job.job_id]
+        job.cpu_ids = sorted(self.free_cpus)[: job.cpus]
+        job.gpu_ids = sorted(self.free_gpus)[: job.gpus]
+        self.free_cpus.difference_update(job.cpu_ids)
+        self.free_gpus.difference_update(job.gpu_ids)
+        job.state = "RUNNING"
+        job.reason = "None"
+        job.start = time.time()
+        if job.req.time_limit is not None:
+            job.timers.append(self.loop.call_later(job.req.time_limit * self.minute_seconds, self._time_limit, job))
+        self._changed(job)
+        task = self.loop.create_task(self._run(job))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _environment(self, job: Job) -> dict[str, str]:
+        env: dict[str, str] = {}
+        for item in job.req.environment or []:
+            key, sep, value = item.partition("=")
+            if sep and key:
+                env[key] = value
+        env.update(
+            SLURM_JOB_ID=str(job.job_id),
+            SLURM_JOBID=str(job.job_id),
+            SLURM_JOB_NAME=job.name,
+            SLURM_JOB_PARTITION=job.partition,
+            SLURM_SUBMIT_DIR=job.cwd,
+            SLURM_JOB_USER=job.user,
+            SLURM_CPUS_ON_NODE=str(job.cpus),
+            SLURM_NTASKS=str(job.req.ntasks),
+            SLURM_JOB_NUM_NODES="1",
+            SLURM_JOB_NODELIST="localhost",
+            SLURMD_NODENAME="localhost",
+            SLURM_CLUSTER_NAME=self.cluster_name,
+        )
+        if job.gpu_ids:
+            ids = ",".join(map(str, job.gpu_ids))
+            env.update(CUDA_VISIBLE_DEVICES=ids, SLURM_JOB_GPUS=ids, SLURM_GPUS_ON_NODE=str(len(job.gpu_ids)))
+        return env
+
+    async def _run(self, job: Job) -> None:
+        """Write the script, start it in its own process group, and record how it ended."""
+        try:
+            script = self.workdir / ".emulator" / f"job{job.job_id}.sh"
+            script.write_text(job.req.script)
+            script.chmod(stat.S_IRWXU)
+            argv = [str(script)] if job.req.script.startswith("#!") else [self.bash, str(script)]
+            argv += job.req.argv[1:]
+            mode = "a" if job.req.open_mode == "append" else "w"
+            with contextlib.ExitStack() as stack:
+                out = stack.enter_context(open(job.stdout_path, mode))
+                err = out if job.stderr_path == job.stdout_path else stack.enter_context(open(job.stderr_path, mode))
+                inp = stack.enter_context(open(job.stdin_path, "rb"))
+                proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    cwd=job.run_cwd,
+                    env=self._environment(job),
+                    stdin=inp,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                )
+        except OSError as exc:
+            log.warning("job %s could not start: %s", job.job_id, exc)
+            if job.state == "RUNNING":
+                self._finish(job, "FAILED", "NonZeroExitCode", ExitInfo("ERROR", 1, None))
+                job.step_state, job.step_exit = "FAILED", ExitInfo("ERROR", 1, None)
+            job.completing = False
+            self._release(job)
+            self._changed(job)
+            return
+        job.proc = proc
+        if job.state != "RUNNING" or self._closing:  # cancelled, timed out or shut down meanwhile
+            self._signal_group(job, signal.SIGKILL)
+        returncode = await proc.wait()
+        self._signal_group(job, signal.SIGKILL, after_exit=True)  # leftovers, as proctrack kills them
+        self._exited(job, returncode)
+
+    def _exited(self, job: Job, returncode: int) -> None:
+        if job.state == "RUNNING":
+            if returncode == 0:
+                self._finish(job, "COMPLETED", "None", ExitInfo())
+                job.step_state, job.step_exit = "COMPLETED", ExitInfo()
+            elif returncode > 0:
+                info = ExitInfo("ERROR", returncode, None)
+                self._finish(job, "FAILED", "NonZeroExitCode", info)
+                job.step_state, job.step_exit = "FAILED", info
+            else:
+                sig = -returncode
+                info = ExitInfo("SIGNALED", None, sig)
+                self._finish(job, "FAILED", "RaisedSignal", info)
+                job.description = f"RaisedSignal:{sig}({signal.strsignal(sig) or sig})"
+                job.step_state, job.step_exit = "CANCELLED", info
+        job.completing = False
+        self._release(job)
+        self._changed(job)
+
+    def _release(self, job: Job) -> None:
+        self.free_cpus.update(job.cpu_ids)
+        self.free_gpus.update(job.gpu_ids)
+        job.cpu_ids = []
+        job.gpu_ids = []
+        self._schedule_purge(job)
+        self.request_schedule(0)
+
+    def _finish(self, job: Job, state: str, reason: str, info: ExitInfo) -> None:
+        job.state = state
+        job.reason = reason
+        job.end = time.time()
+        job.exit = info
+        job.job_exit_history = info
+        for timer in job.timers:
+            timer.cancel()
+        job.timers.clear()
+        self._changed(job)
+
+    def _schedule_purge(self, job: Job) -> None:
+        if not self._closing:
+            delay = max(0.0, (job.end or time.time()) + self.min_job_age - time.time())
+            self.loop.call_later(delay, self._purge, job)
+
+    def _purge(self, job: Job) -> None:
+        """Drop a finished job from the live queue after MinJobAge (history keeps it)."""
+        if job.completing:
+            self.loop.call_later(0.2, self._purge, job)
+            return
+        if self.live.pop(job.job_id, None) is not None:
+            job.in_live_queue = False
+            self._changed(job)
+
+    def _signal_group(self, job: Job, sig: int, *, after_exit: bool = False) -> None:
+        """Signal the job's whole process group (never a group whose leader was already reaped,
+        except right after the reap, to kill what the script left behind)."""
+        if job.proc is None or (job.proc.returncode is not None and not after_exit):
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(job.proc.pid, sig)
+
+    def _terminate(self, job: Job) -> None:
+        """SIGTERM the job's process group now, SIGKILL after KillWait."""
+        job.completing = job.proc is None or job.proc.returncode is None
+        self._signal_group(job, signal.SIGCONT)
+        self._signal_group(job, signal.SIGTERM)
+        self.loop.call_later(self.kill_wait, self._signal_group, job, signal.SIGKILL)
+
+    def _time_limit(self, job: Job) -> None:
+        if job.state != "RUNNING":
+            return
+        info = ExitInfo("SIGNALED", None, signal.SIGTERM)
+        self._finish(job, "TIMEOUT", "TimeLimit", info)
+        job.job_exit_history = ExitInfo()
+        job.step_state, job.step_exit = "CANCELLED", info
+        self._terminate(job)
+        self._changed(job)
+
+    # ---------------------------------------------------------------- cancel
+    def cancel(self, job: Job, sig: int = signal.SIGKILL) -> bool:
+        """Cancel or signal a job; False if it had already finished (Slurm's 2021)."""
+        if job.finished:
+            return False
+        if job.state == "PENDING":
+            self.pending.pop(job.job_id, None)
+            now = time.time()
+            job.state = "CANCELLED"
+            job.start = job.end = now
+            job.kill_user = self.user
+            job.exit = job.job_exit_history = ExitInfo()
+            self._schedule_purge(job)
+            self.request_schedule(0)
+            self._changed(job)
+            return True
+        if sig != signal.SIGKILL:  # a plain signal: delivered, the job carries on (or dies of it)
+            self._signal_group(job, sig)
+            return True
+        info = ExitInfo("SIGNALED", None, signal.SIGTERM)
+        self._finish(job, "CANCELLED", "None", info)
+        job.job_exit_history = ExitInfo()
+        job.step_state, job.step_exit = "CANCELLED", info
+        job.kill_user = self.user
+        self._terminate(job)
+        self._changed(job)
+        return True
+
+    # ---------------------------------------------------------------- shutdown
+    async def shutdown(self) -> None:
+        """Kill every job process group and wait for them, so nothing outlives the emulator."""
+        self._closing = True
+        if self._schedule_handle is not None:
+            self._schedule_handle.cancel()
+        for job in self.jobs.values():
+            for timer in job.timers:
+                timer.cancel()
+            if job.proc is not None and job.proc.returncode is None:
+                self._signal_group(job, signal.SIGKILL)
+        # jobs still being started kill themselves once their process exists (see _run)
+        if self._tasks:
+            _done, pending = await asyncio.wait(list(self._tasks), timeout=10)
+            for task in pending:
+                task.cancel()
+        for job in self.jobs.values():  # belt and braces
+            if job.proc is not None and job.proc.returncode is None:
+                self._signal_group(job, signal.SIGKILL)
