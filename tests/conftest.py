@@ -8,8 +8,10 @@ and issues the bearer token the envelope then checks.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,6 +23,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="slurmapi-test-airflow-"))
+atexit.register(shutil.rmtree, _AIRFLOW_HOME, ignore_errors=True)
 os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 # dag.test() syncs DAGs from the DAGs folder: it holds links to the example DAGs and the test DAGs.
@@ -36,6 +39,16 @@ PROJECT = "demo-project"
 REGION = "us-central1"
 CLUSTER_ID = "demo-cluster"
 CLUSTER = {"project_id": PROJECT, "region": REGION, "cluster_id": CLUSTER_ID}
+
+
+@pytest.fixture(autouse=True)
+def _logs_follow_each_tests_capture() -> None:
+    """Airflow's structlog loggers bind ``sys.stdout`` when first used and are cached: the first test
+    that logs would own the stream for the whole session. Uncached, each test's capture sees its logs."""
+    import structlog
+
+    if structlog.is_configured():
+        structlog.configure(cache_logger_on_first_use=False)
 
 
 @pytest.fixture(scope="session")
