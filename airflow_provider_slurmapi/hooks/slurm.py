@@ -176,8 +176,7 @@ class SlurmApiHook(GoogleBaseHook):
             return _check_json(parse_envelope(status, content, method=method, path=path, cluster=self.cluster))
 
         response = tenacity.Retrying(**self._retry_kwargs())(attempt) if retry else attempt()
-        for warning in response.warning_messages():
-            self.log.warning("Slurm warning (%s %s): %s", method, path, warning)
+        _log_slurm_warnings(self.log, response)
         return response
 
     # -- jobs -------------------------------------------------------------------------------------
@@ -275,6 +274,19 @@ class SlurmApiHook(GoogleBaseHook):
         outcome = read_cancel(self.call("DELETE", self.paths.cancel(job_id, signal)))
         self.log.info("Cancel of Slurm job %s: %s", job_id, outcome.value)
         return outcome
+
+
+# Warnings Slurm gives for an empty answer: routine for look-ups, not worth a user's attention.
+_ROUTINE_WARNINGS = ("found nothing", "No job changes since")
+
+
+def _log_slurm_warnings(logger: Any, response: SlurmResponse) -> None:
+    """Slurm's ``warnings[]`` in the task log; the routine "nothing found" ones only at debug level."""
+    for warning in response.warning_messages():
+        routine = any(text in warning for text in _ROUTINE_WARNINGS)
+        (logger.debug if routine else logger.warning)(
+            "Slurm warning (%s %s): %s", response.method, response.path, warning
+        )
 
 
 def _check_json(response: SlurmResponse) -> SlurmResponse:
@@ -418,8 +430,7 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
             response: SlurmResponse = await tenacity.AsyncRetrying(**self._retry_kwargs())(attempt)
         else:
             response = await attempt()
-        for warning in response.warning_messages():
-            self.log.warning("Slurm warning (%s %s): %s", method, path, warning)
+        _log_slurm_warnings(self.log, response)
         return response
 
     async def get_job(self, job_id: int) -> SlurmJob | None:
