@@ -4,7 +4,10 @@ PY     := $(VENV)/bin/python
 PYTHON ?= python3
 export SLURMAPI_SHARED_DIR ?= $(abspath ../shared)
 
-.PHONY: demo test test-fast test-slurm lint bench slurm-lab-up slurm-lab-down clean install
+VENV2  ?= .venv-airflow2
+PY2    := $(VENV2)/bin/python
+
+.PHONY: demo test test-fast test-slurm test-airflow2 lint bench slurm-lab-up slurm-lab-down clean install
 
 $(VENV)/.installed: pyproject.toml
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
@@ -14,13 +17,25 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# Airflow 2.11 beside the main (3.x) venv, for the compatibility run.
+$(VENV2)/.installed: pyproject.toml
+	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
+	@test -x $(PY2) || uv venv --quiet --python 3.11 $(VENV2) 2>/dev/null || uv venv --quiet $(VENV2)
+	uv pip install --quiet -p $(PY2) "apache-airflow==2.11.*" apache-airflow-providers-google -e ".[test]"
+	@touch $@
+
 ## Run example_dags/example_slurm_submit.py end to end against the local emulator.
 demo: install
 	$(PY) scripts/demo.py
 
-## The whole suite: lint, unit, emulator, Airflow DAG runs, and real Slurm (brings the lab up).
+## The whole suite: lint, unit, emulator, Airflow DAG runs, real Slurm (brings the lab up), then Airflow 2.11.
 test: install lint slurm-lab-up
 	@eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider
+	$(MAKE) test-airflow2
+
+## The hook, DAG and fault tests again on Airflow 2.11 (the 3.x-only trigger-runner tests excluded).
+test-airflow2: $(VENV2)/.installed
+	$(PY2) -m pytest -q -p no:cacheprovider -m "not slurm" tests/unit tests/hooks tests/emulator tests/dags tests/faults/test_fault_matrix.py
 
 ## Everything but real Slurm.
 test-fast: install

@@ -16,17 +16,25 @@ def submit(emulator: Any, script: str) -> int:
 
 
 def xcom(dag_id: str, task_id: str) -> Any:
-    from airflow.models.xcom import XComModel
+    """The newest return value of a task, read from the metadata database."""
     from airflow.utils.session import create_session
 
+    try:
+        from airflow.models.xcom import XComModel as XCom
+    except ImportError:  # Airflow 2.11: the value column holds the value itself
+        from airflow.models.xcom import XCom  # type: ignore[no-redef]
+
+        deserialize = lambda row: row.value  # noqa: E731
+    else:
+        deserialize = XCom.deserialize_value
     with create_session() as session:
         row = (
-            session.query(XComModel)
+            session.query(XCom)
             .filter_by(dag_id=dag_id, task_id=task_id, key="return_value")
-            .order_by(XComModel.timestamp.desc())
+            .order_by(XCom.timestamp.desc())
             .first()
         )
-        return None if row is None else XComModel.deserialize_value(row)
+        return None if row is None else deserialize(row)
 
 
 @pytest.mark.parametrize("deferrable", [True, False], ids=["deferrable", "poke"])
