@@ -110,9 +110,20 @@ class SlurmApiHook(GoogleBaseHook):
         self.timeout = float(timeout or self._get_field("request_timeout") or DEFAULT_TIMEOUT_SECONDS)
         self.retry_seconds = retry_seconds
         self.retry_initial_wait = 1.0
+        self._retrying_policy: tenacity.Retrying | None = None
+        self._retrying_for: tuple[float, float] | None = None
 
     def _retry_kwargs(self) -> dict[str, Any]:
         return retry_kwargs(self.retry_seconds, initial=self.retry_initial_wait, logger=self.log)
+
+    def _retrying(self) -> tenacity.Retrying:
+        """One retry policy per hook (its per-call state is thread-local in tenacity), rebuilt if tuned."""
+        key = (self.retry_seconds, self.retry_initial_wait)
+        if self._retrying_for != key:
+            self._retrying_policy = tenacity.Retrying(**self._retry_kwargs())
+            self._retrying_for = key
+        assert self._retrying_policy is not None
+        return self._retrying_policy
 
     def __repr__(self) -> str:
         return f"<SlurmApiHook conn={self.gcp_conn_id!r} cluster={self.region}/{self.cluster_id}>"
@@ -175,7 +186,7 @@ class SlurmApiHook(GoogleBaseHook):
             status, content = self._post(data)
             return _check_json(parse_envelope(status, content, method=method, path=path, cluster=self.cluster))
 
-        response = tenacity.Retrying(**self._retry_kwargs())(attempt) if retry else attempt()
+        response = self._retrying()(attempt) if retry else attempt()
         _log_slurm_warnings(self.log, response)
         return response
 

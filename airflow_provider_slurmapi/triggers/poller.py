@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from collections.abc import AsyncIterator, Hashable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,10 @@ log = logging.getLogger(__name__)
 
 # Job ids per jobs/state call: ~16 bytes each, so a chunk is ~160 kB, far below the 1 MB limit.
 MAX_IDS_PER_CALL = 10_000
+# More changed jobs than this in one round: read them all from one jobs/ call instead of one call each.
+BURST_THRESHOLD = 8
+# Per-job calls (details of a few changed jobs, history of jobs gone from the queue) run this many at once.
+MAX_CONCURRENT_CALLS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +78,8 @@ class Subscription:
         self._error: BaseException | None = None
 
     def publish(self, job: SlurmJob | None) -> None:
+        if job is not None and job is self._job and self._error is None:
+            return  # nothing new: do not wake the trigger
         self._job, self._error = job, None
         self._event.set()
 
@@ -123,11 +129,14 @@ class ClusterPoller:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await self.hook.close()
+        try:
+            if task is not None and not task.done():
+                task.cancel()
+                # wait() does not raise the task's CancelledError, so a cancellation of the caller
+                # itself still propagates.
+                await asyncio.wait([task])
+        finally:
+            await self.hook.close()
 
     def _interval(self) -> float:
         return min((s.poll_interval for subs in self._subscriptions.values() for s in subs), default=30.0)
@@ -152,18 +161,65 @@ class ClusterPoller:
             return
         self.polls += 1
         live = await self._live_states(ids)
+        changed = [j for j, state in live.items() if isinstance(state, JobStateInfo) and self._needs_details(j, state)]
+        details = await self._details(changed)
+        missing = [j for j in ids if j not in live]
+        history = await self._gather(self.hook.get_history_job, missing)
         for job_id in ids:
             state = live.get(job_id)
+            job: SlurmJob | None
             if isinstance(state, SlurmJob):
-                job: SlurmJob | None = state
-            elif state is not None:
-                job = await self._job_with_state(job_id, state)
+                job = state
+            elif state is None:
+                job = history.get(job_id)
+            elif job_id in details:
+                job = details[job_id]
             else:
-                job = await self.hook.get_history_job(job_id)
+                known = self._known.get(job_id)
+                # First sight of an unfinished job: the state alone, no extra call (N new triggers
+                # would otherwise cost N calls in one interval). Details come with its first change.
+                job = known or SlurmJob(job_id=job_id, state_info=state, source="live")
+            subscribers = self._subscriptions.get(job_id)
+            if subscribers is None:  # the trigger left while this poll was in flight
+                continue
             if job is not None:
                 self._known[job_id] = job
-            for sub in list(self._subscriptions.get(job_id, ())):
+            for sub in list(subscribers):
                 sub.publish(job)
+
+    def _needs_details(self, job_id: int, state: JobStateInfo) -> bool:
+        known = self._known.get(job_id)
+        if known is None:
+            return state.is_finished
+        return known.state_info != state
+
+    async def _details(self, job_ids: Sequence[int]) -> dict[int, SlurmJob | None]:
+        """Full records of the jobs whose state changed: one ``jobs/`` call for a burst, else one each."""
+        if len(job_ids) > BURST_THRESHOLD:
+            from airflow_provider_slurmapi.slurm.results import read_jobs
+
+            wanted = set(job_ids)
+            jobs = read_jobs(await self.hook.call("GET", self.hook.paths.jobs()), history=False)
+            found: dict[int, SlurmJob | None] = {job.job_id: job for job in jobs if job.job_id in wanted}
+            gone = [j for j in job_ids if j not in found]
+            found.update(await self._gather(self.hook.get_history_job, gone))
+            return found
+        return await self._gather(self.hook.get_job, job_ids)
+
+    async def _gather(
+        self, fetch: Callable[[int], Awaitable[SlurmJob | None]], job_ids: Sequence[int]
+    ) -> dict[int, SlurmJob | None]:
+        """``fetch`` for each job, at most ``MAX_CONCURRENT_CALLS`` at once."""
+        if not job_ids:
+            return {}
+        limit = asyncio.Semaphore(MAX_CONCURRENT_CALLS)
+
+        async def one(job_id: int) -> SlurmJob | None:
+            async with limit:
+                return await fetch(job_id)
+
+        results = await asyncio.gather(*(one(j) for j in job_ids))
+        return dict(zip(job_ids, results, strict=True))
 
     async def _live_states(self, ids: Sequence[int]) -> dict[int, JobStateInfo | SlurmJob]:
         if self._use_state_endpoint:
@@ -184,16 +240,6 @@ class ClusterPoller:
         wanted = set(ids)
         jobs = read_jobs(await self.hook.call("GET", self.hook.paths.jobs()), history=False)
         return {job.job_id: job for job in jobs if job.job_id in wanted}
-
-    async def _job_with_state(self, job_id: int, state: JobStateInfo) -> SlurmJob | None:
-        known = self._known.get(job_id)
-        if known is not None and known.state_info == state:
-            return known
-        if known is None and not state.is_finished:
-            # First sight of an unfinished job: the state alone, no extra call (N new triggers would
-            # otherwise cost N calls in one interval). Details come with its first change.
-            return SlurmJob(job_id=job_id, state_info=state, source="live")
-        return await self.hook.get_job(job_id)
 
 
 # One registry per event loop: pollers, their sessions and locks belong to the loop that made them.
