@@ -1,0 +1,288 @@
+"""One measurement in a fresh process (started by ``bench/run.py``); the result goes to a JSON file.
+
+    python bench/cases.py fanin --variant shared|peer --n N --first-id 1 --interval 1 --intervals 5 \
+        --emulator URL --out result.json
+    python bench/cases.py hook --emulator URL --calls 25 --blocks 20 --out result.json
+
+Each case runs in its own interpreter so that CPU time, peak memory and the event loop belong to that
+case alone; the emulator runs in yet another process, so its CPU is never counted here.
+The connection ``google_cloud_default`` comes from the environment (``AIRFLOW_CONN_...``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * PAGE_SIZE
+
+
+def reset_peak_rss() -> bool:
+    """Reset VmHWM (Linux >= 4.0: write 5 to clear_refs); False where not allowed."""
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_bytes() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+class LoopSampler:
+    """A ticker on the event loop: how late each ``sleep(period)`` wakes up (lag), and the RSS."""
+
+    def __init__(self, period: float = 0.05, rss_every: int = 4) -> None:
+        self.period = period
+        self.rss_every = rss_every
+        self.measuring = False
+        self.lags: list[float] = []
+        self.max_rss = 0
+        self._stop = False
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        ticks = 0
+        while not self._stop:
+            started = loop.time()
+            await asyncio.sleep(self.period)
+            late = loop.time() - started - self.period
+            ticks += 1
+            if ticks % self.rss_every == 0:
+                self.max_rss = max(self.max_rss, rss_bytes())
+            if self.measuring:
+                self.lags.append(max(0.0, late))
+
+    def stop(self) -> None:
+        self._stop = True
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"warm-up: {what} not reached within {timeout:.0f}s")
+        await asyncio.sleep(0.05)
+
+
+# -- fan-in -------------------------------------------------------------------------------------------
+async def fanin(args: argparse.Namespace) -> dict[str, Any]:
+    import requests
+    from emulator_proc import CLUSTER_ID, PROJECT, REGION
+    from peer_baseline import PeerPollingTrigger
+
+    from airflow_provider_slurmapi.triggers.poller import pollers_of_this_loop
+    from airflow_provider_slurmapi.triggers.slurm import SlurmJobTrigger
+
+    loop = asyncio.get_running_loop()
+    n, interval = args.n, args.interval
+    job_ids = list(range(args.first_id, args.first_id + n))
+    sampler = LoopSampler()
+    sampler_task = loop.create_task(sampler.run())
+    await asyncio.sleep(0.1)
+
+    gc.collect()
+    rss_before = rss_bytes()
+    hwm_reset = reset_peak_rss()
+    sampler.max_rss = rss_before
+    setup_cpu0, setup_wall0 = time.process_time(), time.perf_counter()
+    cluster = {"region": REGION, "cluster_id": CLUSTER_ID, "project_id": PROJECT, "poll_interval": interval}
+    triggers: list[Any]
+    if args.variant == "shared":
+        triggers = [SlurmJobTrigger(job_id=job_id, **cluster) for job_id in job_ids]
+    else:
+        triggers = [PeerPollingTrigger(job_id=job_id, **cluster) for job_id in job_ids]
+        start_gate = asyncio.Event()
+        for trigger in triggers:
+            trigger.start_gate = start_gate
+    events: list[dict[str, Any]] = []
+
+    async def drive(trigger: Any) -> None:  # what the triggerer does with each trigger
+        async for event in trigger.run():
+            events.append(event.payload)
+
+    tasks = [loop.create_task(drive(trigger)) for trigger in triggers]
+
+    if args.variant == "shared":
+        key = triggers[0].poller_key
+
+        def subscribed() -> bool:
+            poller = pollers_of_this_loop().get(key)
+            return poller is not None and len(poller.job_ids) == n
+
+        await wait_until(subscribed, args.warmup_timeout, f"{n} subscriptions")
+        poller = pollers_of_this_loop()[key]
+        first = poller.polls
+        # Two more rounds: the second one started after every trigger had subscribed.
+        await wait_until(lambda: poller.polls >= first + 2, args.warmup_timeout, "a full round")
+        setup_cpu, setup_wall = time.process_time() - setup_cpu0, time.perf_counter() - setup_wall0
+
+        def polls() -> float:
+            return float(poller.polls)
+    else:
+        await wait_until(lambda: all(t.polls >= 1 for t in triggers), args.warmup_timeout, "every first poll")
+        setup_cpu, setup_wall = time.process_time() - setup_cpu0, time.perf_counter() - setup_wall0
+        start_gate.set()
+        await asyncio.sleep(interval)  # every trigger has started its own cadence
+
+        def polls() -> float:
+            return sum(t.polls for t in triggers) / n
+
+    # Start the window half an interval away from a poll, so that it holds `intervals` polls.
+    await asyncio.sleep(interval / 2)
+    await asyncio.to_thread(requests.post, f"{args.emulator}/_emulator/calls/reset", timeout=30)
+
+    rounds0 = polls()
+    sampler.measuring = True
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    await asyncio.sleep(interval * args.intervals)
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    sampler.measuring = False
+    rounds = polls() - rounds0
+    calls = (await asyncio.to_thread(requests.get, f"{args.emulator}/_emulator/calls", timeout=30)).json()
+    peak = max(sampler.max_rss, peak_rss_bytes() if hwm_reset else 0)
+
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    leftover_pollers = len(pollers_of_this_loop())
+    sampler.stop()
+    await sampler_task
+
+    intervals = wall / interval
+    return {
+        "variant": args.variant,
+        "n": n,
+        "interval": interval,
+        "intervals": intervals,
+        "calls": calls["total"],
+        "calls_by_kind": calls["by_kind"],
+        "calls_per_interval": calls["total"] / intervals,
+        "cpu_per_interval": cpu / intervals,
+        "rounds": rounds,
+        "cpu_per_round": cpu / rounds if rounds else float("nan"),
+        "peak_mem_per_trigger": (peak - rss_before) / n,
+        "lag_p99": percentile(sampler.lags, 0.99),
+        "lag_max": max(sampler.lags, default=float("nan")),
+        "setup_cpu": setup_cpu,
+        "setup_wall": setup_wall,
+        "events": len(events),
+        "event_sample": events[:1],
+        "leftover_pollers": leftover_pollers,
+    }
+
+
+# -- hook overhead ------------------------------------------------------------------------------------
+def hook(args: argparse.Namespace) -> dict[str, Any]:
+    import requests
+    from emulator_proc import API_VERSION, CLUSTER_ID, PROJECT, REGION
+
+    from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
+
+    path = f"/slurm/{API_VERSION}/jobs/state/?job_id={args.job_id}"
+    slurm_hook = SlurmApiHook(region=REGION, cluster_id=CLUSTER_ID, project_id=PROJECT)
+    slurm_hook.call("GET", path)  # session and token: fetched once, then reused
+    token = slurm_hook.session.credentials.token  # type: ignore[attr-defined]
+    url = slurm_hook.cluster.url
+    plain = requests.Session()
+    payload = {"method": "HTTP_METHOD_GET", "path": path}
+    headers = {"Authorization": f"Bearer {token}"}
+
+    def through_hook() -> None:
+        response = slurm_hook.call("GET", path)
+        assert response.status == 200
+
+    def plain_post() -> None:
+        response = plain.post(url, json=payload, headers=headers, timeout=60)
+        assert response.status_code == 200 and response.content
+
+    timings: dict[str, list[float]] = {"hook": [], "plain": []}
+    cpu: dict[str, float] = {"hook": 0.0, "plain": 0.0}
+    for fn in (through_hook, plain_post):  # warm both paths
+        for _ in range(5):
+            fn()
+    for block in range(args.blocks):  # interleaved blocks, alternating which goes first
+        order = [("hook", through_hook), ("plain", plain_post)]
+        if block % 2:
+            order.reverse()
+        for name, fn in order:
+            cpu0 = time.process_time()
+            for _ in range(args.calls):
+                t0 = time.perf_counter()
+                fn()
+                timings[name].append(time.perf_counter() - t0)
+            cpu[name] += time.process_time() - cpu0
+    count = args.calls * args.blocks
+    return {
+        "calls_each": count,
+        "hook_median": statistics.median(timings["hook"]),
+        "plain_median": statistics.median(timings["plain"]),
+        "hook_cpu_per_call": cpu["hook"] / count,
+        "plain_cpu_per_call": cpu["plain"] / count,
+        "token_fetches": 1,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="case", required=True)
+    f = sub.add_parser("fanin")
+    f.add_argument("--variant", choices=("shared", "peer"), required=True)
+    f.add_argument("--n", type=int, required=True)
+    f.add_argument("--first-id", type=int, default=1)
+    f.add_argument("--interval", type=float, default=1.0)
+    f.add_argument("--intervals", type=int, default=5)
+    f.add_argument("--warmup-timeout", type=float, default=600.0)
+    f.add_argument("--emulator", required=True)
+    f.add_argument("--out", required=True)
+    h = sub.add_parser("hook")
+    h.add_argument("--emulator", required=True)
+    h.add_argument("--job-id", type=int, default=1)
+    h.add_argument("--calls", type=int, default=25)
+    h.add_argument("--blocks", type=int, default=20)
+    h.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+
+    # The heavy libraries are loaded before any measurement, the same for every variant.
+    import aiohttp  # noqa: F401
+    import google.auth.transport.requests  # noqa: F401
+
+    import airflow_provider_slurmapi.hooks.slurm  # noqa: F401
+
+    result = asyncio.run(fanin(args)) if args.case == "fanin" else hook(args)
+    Path(args.out).write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(BrokenPipeError):
+        sys.exit(main())

@@ -1,0 +1,135 @@
+"""The emulator in its own process (so its CPU is never counted with the client's), and its harness.
+
+Only ``requests`` and the standard library here: the orchestrator must not import Airflow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+API_VERSION = "v0.0.42"
+PROJECT = "bench-project"
+REGION = "us-central1"
+CLUSTER_ID = "bench-cluster"
+STATIC_TOKEN = "bench-static-token"  # for the orchestrator's own submits; the clients use the key file
+
+
+@dataclass
+class Emulator:
+    """A running ``slurmapi-emulator`` subprocess."""
+
+    url: str
+    credentials_file: Path
+    workdir: Path
+    process: subprocess.Popen[str]
+
+    def envelope_url(self, cluster: str = CLUSTER_ID) -> str:
+        return (
+            f"{self.url}/v1beta1/projects/{PROJECT}/locations/{REGION}/modelDevelopmentClusters/"
+            f"{cluster}:callSlurmRestApi"
+        )
+
+    # -- harness (no token, loopback only; not an envelope call, so never counted) ----------------
+    def calls(self) -> dict[str, Any]:
+        return dict(requests.get(f"{self.url}/_emulator/calls", timeout=30).json())
+
+    def reset_calls(self) -> None:
+        requests.post(f"{self.url}/_emulator/calls/reset", timeout=30).raise_for_status()
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return list(requests.get(f"{self.url}/_emulator/jobs", timeout=60).json()["jobs"])
+
+    def connection_env(self) -> dict[str, str]:
+        """Environment of a client process: ``google_cloud_default`` with a real service-account key."""
+        extra = {"key_path": str(self.credentials_file), "api_endpoint": self.url, "project": PROJECT}
+        return {"AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT": json.dumps({"conn_type": "google_cloud_platform", "extra": extra})}
+
+    def submit_held_jobs(self, count: int, threads: int = 4) -> list[int]:
+        """``count`` jobs with ``hold: true``: they stay PENDING (JobHeldUser) and never start a process."""
+        body = {
+            "method": "HTTP_METHOD_POST",
+            "path": f"/slurm/{API_VERSION}/job/submit",
+            "body": {
+                "script": "#!/bin/bash\nsleep 3600\n",
+                "job": {
+                    "name": "bench-held",
+                    "partition": "debug",
+                    "hold": True,
+                    "current_working_directory": str(self.workdir),
+                    "environment": ["PATH=/usr/bin:/bin"],
+                },
+            },
+        }
+        headers = {"Authorization": f"Bearer {STATIC_TOKEN}"}
+
+        def batch(size: int) -> list[int]:
+            session = requests.Session()
+            ids = []
+            for _ in range(size):
+                answer = session.post(self.envelope_url(), json=body, headers=headers, timeout=60)
+                answer.raise_for_status()
+                ids.append(int(json.loads(answer.json()["body"])["job_id"]))
+            return ids
+
+        sizes = [count // threads + (1 if k < count % threads else 0) for k in range(threads)]
+        with ThreadPoolExecutor(threads) as pool:
+            return sorted(i for chunk in pool.map(batch, sizes) for i in chunk)
+
+
+@contextmanager
+def start_emulator(tmp: Path) -> Iterator[Emulator]:
+    """``python -m airflow_provider_slurmapi.emulator`` on a free port; stopped (SIGTERM) on exit."""
+    workdir = tmp / "jobs"
+    workdir.mkdir(parents=True, exist_ok=True)
+    credentials = tmp / "service-account.json"
+    command = [
+        sys.executable,
+        "-m",
+        "airflow_provider_slurmapi.emulator",
+        "--port",
+        "0",
+        "--write-credentials",
+        str(credentials),
+        "--token",
+        STATIC_TOKEN,
+        "--project",
+        PROJECT,
+        "--cpus",
+        "1",
+        "--min-job-age",
+        "3600",
+        "--workdir",
+        str(workdir),
+        "--quiet",
+    ]
+    stderr = (tmp / "emulator.stderr").open("w")
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=os.environ.copy())
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        if not url.startswith("http"):
+            raise RuntimeError(f"the emulator did not start: {(tmp / 'emulator.stderr').read_text()[-2000:]}")
+        deadline = time.monotonic() + 30
+        while not credentials.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        yield Emulator(url=url, credentials_file=credentials, workdir=workdir, process=process)
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+        stderr.close()

@@ -1,0 +1,370 @@
+"""Benchmarks of issue #5, each against a baseline measured in the same run (see bench/README.md).
+
+    .venv/bin/python bench/run.py                 # full run (make bench), about 10 minutes on 2 cores
+    .venv/bin/python bench/run.py --quick         # smoke run, about 1.5 minutes
+    .venv/bin/python bench/run.py --n 1,100,1000,5000 --only fanin
+
+1. Fan-in: N SlurmJobTriggers watching PENDING jobs, the shared poller against one call per trigger.
+2. Parse cost: importing our operator, sensor and trigger modules against ``airflow.sdk`` and the Vertex
+   AI custom-job operators.
+3. Hook overhead: calls through the sync hook against plain ``requests.Session`` posts.
+
+The emulator runs in its own process; every measurement runs in a fresh interpreter; the orchestrator
+itself never imports Airflow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+from emulator_proc import Emulator, start_emulator  # noqa: E402
+
+# The goals of issue #5.
+GOAL_MAX_CALLS_PER_INTERVAL = 2.0
+GOAL_CPU_RATIO_N = 1000
+GOAL_MIN_CPU_RATIO = 20.0
+GOAL_MAX_PARSE_SHARE = 1 / 50
+GOAL_MAX_HOOK_RATIO = 1.2
+
+OUR_MODULES = (
+    "airflow_provider_slurmapi.operators.slurm",
+    "airflow_provider_slurmapi.sensors.slurm",
+    "airflow_provider_slurmapi.triggers.slurm",
+)
+VERTEX_MODULE = "airflow.providers.google.cloud.operators.vertex_ai.custom_job"
+HEAVY_PREFIXES = ("google.auth", "google.api_core", "google.cloud.", "aiohttp", "airflow_provider_slurmapi.hooks")
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def median(values: Sequence[float]) -> float:
+    clean = [v for v in values if not math.isnan(v)]
+    return statistics.median(clean) if clean else float("nan")
+
+
+def fmt_bytes(value: float) -> str:
+    if math.isnan(value):
+        return "-"
+    if abs(value) >= 1 << 20:
+        return f"{value / (1 << 20):.1f} MiB"
+    return f"{value / 1024:.1f} KiB"
+
+
+def fmt_ratio(value: float) -> str:
+    if math.isnan(value) or math.isinf(value):
+        return "-"
+    return f"{value:.1f}x" if value < 100 else f"{value:.0f}x"
+
+
+def child_env(tmp: Path, emulator: Emulator | None = None) -> dict[str, str]:
+    """A throw-away AIRFLOW_HOME (never the developer's), quiet logs, the emulator's connection."""
+    env = os.environ.copy()
+    env.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
+    env.update(
+        {
+            "AIRFLOW_HOME": str(tmp / "airflow-home"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+        }
+    )
+    if emulator is not None:
+        env.update(emulator.connection_env())
+    return env
+
+
+def run_case(tmp: Path, env: dict[str, str], args: list[str], timeout: float) -> dict[str, Any]:
+    out = tmp / "case-result.json"
+    out.unlink(missing_ok=True)
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "cases.py"), *args, "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if proc.returncode != 0 or not out.exists():
+        raise RuntimeError(f"case {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return dict(json.loads(out.read_text()))
+
+
+# -- 1. fan-in ----------------------------------------------------------------------------------------
+@dataclass
+class FanInRow:
+    n: int
+    runs: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {"shared": [], "peer": []})
+
+    def med(self, variant: str, key: str) -> float:
+        return median([float(run[key]) for run in self.runs[variant]])
+
+
+def bench_fanin(
+    emulator: Emulator, tmp: Path, sizes: list[int], interval: float, intervals: int, repeats: int, peer_budget: int
+) -> list[FanInRow]:
+    env = child_env(tmp, emulator)
+    rows = []
+    for n in sizes:
+        row = FanInRow(n)
+        # The peer baseline pays ~50 ms of CPU per trigger just to start (its own key, token, session):
+        # its repeats are capped so that N x repeats stays within --peer-budget.
+        plan = {"shared": repeats, "peer": max(1, min(repeats, peer_budget // n))}
+        for r in range(repeats):
+            order = ["shared", "peer"] if r % 2 == 0 else ["peer", "shared"]
+            for variant in order:
+                if r >= plan[variant]:
+                    continue
+                started = time.perf_counter()
+                case = [
+                    "fanin",
+                    f"--variant={variant}",
+                    f"--n={n}",
+                    f"--interval={interval}",
+                    f"--intervals={intervals}",
+                    f"--emulator={emulator.url}",
+                ]
+                result = run_case(tmp, env, case, timeout=1800)
+                row.runs[variant].append(result)
+                print(
+                    f"  fan-in N={n:<5} {variant:<6} run {r + 1}: {result['calls_per_interval']:.1f} calls/interval, "
+                    f"{result['cpu_per_interval'] * 1000:.1f} ms CPU/interval, lag p99 {result['lag_p99'] * 1000:.1f} ms, "
+                    f"setup {result['setup_wall']:.1f}s ({time.perf_counter() - started:.0f}s)",
+                    flush=True,
+                )
+                if result["events"]:
+                    print(f"    unexpected events: {result['event_sample']}", flush=True)
+        rows.append(row)
+    return rows
+
+
+def report_fanin(rows: list[FanInRow], interval: float, intervals: int) -> list[tuple[str, bool]]:
+    print(
+        f"\n1. Fan-in: N triggers watching PENDING (held) jobs; interval {interval:g}s, {intervals} intervals measured"
+    )
+    print(
+        "   shared = SlurmJobTrigger + the shared per-cluster poller; peer = PeerPollingTrigger (bench/peer_baseline.py)"
+    )
+    header = (
+        f"   {'N':>5} {'variant':<7} {'runs':>4} {'calls/int':>10} {'CPU ms/int':>11} {'CPU ms/round':>13} "
+        f"{'rounds/int':>10} {'mem/trigger':>12} {'lag p99 ms':>11} {'setup CPU s':>12}"
+    )
+    print(header)
+    goals: list[tuple[str, bool]] = []
+    for row in rows:
+        for variant in ("shared", "peer"):
+            if not row.runs[variant]:
+                continue
+            print(
+                f"   {row.n:>5} {variant:<7} {len(row.runs[variant]):>4} {row.med(variant, 'calls_per_interval'):>10.1f} "
+                f"{row.med(variant, 'cpu_per_interval') * 1000:>11.1f} {row.med(variant, 'cpu_per_round') * 1000:>13.1f} "
+                f"{row.med(variant, 'rounds') / row.med(variant, 'intervals'):>10.2f} "
+                f"{fmt_bytes(row.med(variant, 'peak_mem_per_trigger')):>12} {row.med(variant, 'lag_p99') * 1000:>11.1f} "
+                f"{row.med(variant, 'setup_cpu'):>12.2f}"
+            )
+        calls_ratio = row.med("peer", "calls_per_interval") / row.med("shared", "calls_per_interval")
+        cpu_ratio = row.med("peer", "cpu_per_interval") / row.med("shared", "cpu_per_interval")
+        round_ratio = row.med("peer", "cpu_per_round") / row.med("shared", "cpu_per_round")
+        mem_ratio = row.med("peer", "peak_mem_per_trigger") / row.med("shared", "peak_mem_per_trigger")
+        lag_ratio = row.med("peer", "lag_p99") / row.med("shared", "lag_p99")
+        print(
+            f"   {row.n:>5} {'peer/shared':<12} calls {fmt_ratio(calls_ratio)}, CPU/interval {fmt_ratio(cpu_ratio)}, "
+            f"CPU/round {fmt_ratio(round_ratio)}, mem/trigger {fmt_ratio(mem_ratio)}, lag p99 {fmt_ratio(lag_ratio)}"
+        )
+        shared_calls = max(float(run["calls_per_interval"]) for run in row.runs["shared"])
+        goals.append(
+            (
+                f"fan-in N={row.n}: shared poller calls/interval (worst run) {shared_calls:.2f} <= {GOAL_MAX_CALLS_PER_INTERVAL:g}",
+                shared_calls <= GOAL_MAX_CALLS_PER_INTERVAL,
+            )
+        )
+        if row.n == GOAL_CPU_RATIO_N:
+            goals.append(
+                (
+                    f"fan-in N={row.n}: CPU/interval peer/shared {cpu_ratio:.1f}x >= {GOAL_MIN_CPU_RATIO:g}x "
+                    f"(CPU per full round: {round_ratio:.1f}x)",
+                    cpu_ratio >= GOAL_MIN_CPU_RATIO,
+                )
+            )
+    leftovers = sum(run["leftover_pollers"] for row in rows for run in row.runs["shared"])
+    errors = sum(run["events"] for row in rows for variant in ("shared", "peer") for run in row.runs[variant])
+    print(f"   pollers left after the last trigger was cancelled: {leftovers}; unexpected trigger events: {errors}")
+    return goals
+
+
+# -- 2. parse cost ------------------------------------------------------------------------------------
+PARSE_CODE = """
+import json, sys, time
+t0 = time.perf_counter()
+import airflow.sdk
+t1 = time.perf_counter()
+before = set(sys.modules)
+{imports}
+t2 = time.perf_counter()
+added = sorted(set(sys.modules) - before)
+heavy = [m for m in added if m.startswith({heavy!r})]
+print(json.dumps({{"sdk": t1 - t0, "add": t2 - t1, "added": len(added), "heavy": heavy}}))
+"""
+
+
+def bench_parse(tmp: Path, repeats: int) -> tuple[dict[str, dict[str, list[float]]], list[str]]:
+    env = child_env(tmp)
+    kinds = {
+        "airflow.sdk": "",
+        "ours": "\n".join(f"import {m}" for m in OUR_MODULES),
+        "vertex": f"import {VERTEX_MODULE}",
+    }
+    results: dict[str, dict[str, list[float]]] = {k: {"wall": [], "sdk": [], "add": []} for k in kinds}
+    heavy: set[str] = set()
+
+    def once(kind: str) -> dict[str, Any]:
+        code = PARSE_CODE.format(imports=kinds[kind], heavy=HEAVY_PREFIXES)
+        started = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        wall = time.perf_counter() - started
+        if proc.returncode != 0:
+            raise RuntimeError(f"import of {kind} failed:\n{proc.stderr[-3000:]}")
+        data = dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+        data["wall"] = wall
+        return data
+
+    names = list(kinds)
+    for r in range(repeats):
+        for kind in names[r % len(names) :] + names[: r % len(names)]:  # rotate the order each round
+            data = once(kind)
+            for key in ("wall", "sdk", "add"):
+                results[kind][key].append(float(data[key]))
+            if kind == "ours":
+                heavy.update(data["heavy"])
+            print(f"  parse {kind:<12} run {r + 1}: process {data['wall']:.2f}s, adds {data['add']:.3f}s", flush=True)
+    return results, sorted(heavy)
+
+
+def report_parse(results: dict[str, dict[str, list[float]]], heavy: list[str], repeats: int) -> list[tuple[str, bool]]:
+    sdk_wall = median(results["airflow.sdk"]["wall"])
+    ours_add, vertex_add = median(results["ours"]["add"]), median(results["vertex"]["add"])
+    ours_wall, vertex_wall = median(results["ours"]["wall"]), median(results["vertex"]["wall"])
+    print(f"\n2. Parse cost: fresh interpreters, {repeats} rounds in rotating order, medians")
+    print(f"   {'imports':<58} {'process s':>10} {'adds to airflow.sdk s (in-process)':>36}")
+    print(f"   {'import airflow.sdk':<58} {sdk_wall:>10.2f} {'-':>36}")
+    print(f"   {'ours: operators.slurm, sensors.slurm, triggers.slurm':<58} {ours_wall:>10.2f} {ours_add:>36.3f}")
+    print(
+        f"   {'vertex: ' + VERTEX_MODULE.removeprefix('airflow.providers.google.cloud.'):<58} {vertex_wall:>10.2f} {vertex_add:>36.3f}"
+    )
+    share = ours_add / vertex_add
+    wall_share = (ours_wall - sdk_wall) / (vertex_wall - sdk_wall)
+    print(
+        f"   ours adds 1/{1 / share:.0f} of what the Vertex AI module adds (in-process); "
+        f"process-time differences: {ours_wall - sdk_wall:+.2f}s vs {vertex_wall - sdk_wall:+.2f}s (share {wall_share:+.3f})"
+    )
+    print(f"   heavy modules our imports load beyond airflow.sdk: {', '.join(heavy) or 'none'}")
+    return [
+        (
+            f"parse: ours adds {share:.4f} of what Vertex AI adds <= {GOAL_MAX_PARSE_SHARE:.3f}",
+            share <= GOAL_MAX_PARSE_SHARE,
+        )
+    ]
+
+
+# -- 3. hook overhead ---------------------------------------------------------------------------------
+def bench_hook(emulator: Emulator, tmp: Path, blocks: int) -> dict[str, Any]:
+    result = run_case(tmp, child_env(tmp, emulator), ["hook", f"--emulator={emulator.url}", f"--blocks={blocks}"], 600)
+    print(f"  hook: {result['calls_each']} calls each done", flush=True)
+    return result
+
+
+def report_hook(result: dict[str, Any]) -> list[tuple[str, bool]]:
+    ratio = result["hook_median"] / result["plain_median"]
+    cpu_ratio = result["hook_cpu_per_call"] / result["plain_cpu_per_call"]
+    print(f"\n3. Hook overhead: {result['calls_each']} calls each, interleaved blocks, GET jobs/state/?job_id=1")
+    print(f"   {'':<48} {'median latency ms':>18} {'client CPU ms/call':>19}")
+    print(
+        f"   {'SlurmApiHook.call (AuthorizedSession, envelope parse)':<48} {result['hook_median'] * 1000:>18.2f} "
+        f"{result['hook_cpu_per_call'] * 1000:>19.2f}"
+    )
+    print(
+        f"   {'plain requests.Session().post, same token':<48} {result['plain_median'] * 1000:>18.2f} "
+        f"{result['plain_cpu_per_call'] * 1000:>19.2f}"
+    )
+    print(f"   ratio hook/plain: latency {ratio:.2f}, CPU {cpu_ratio:.2f}")
+    return [(f"hook: latency ratio hook/plain {ratio:.2f} <= {GOAL_MAX_HOOK_RATIO}", ratio <= GOAL_MAX_HOOK_RATIO)]
+
+
+# -- main ---------------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smoke run: N=1,100, one run each, short windows")
+    parser.add_argument("--n", help="comma list of trigger counts (default 1,100,1000,5000; quick: 1,100)")
+    parser.add_argument(
+        "--only", choices=("fanin", "parse", "hook"), action="append", help="run only these (repeatable)"
+    )
+    parser.add_argument("--interval", type=float, help="poll interval in seconds (default 1)")
+    parser.add_argument("--intervals", type=int, help="intervals measured per run (default 4; quick 3)")
+    parser.add_argument("--repeats", type=int, help="runs per case (default 3; quick 1)")
+    parser.add_argument("--peer-budget", type=int, default=2000, help="peer repeats are capped so N x repeats <= this")
+    parser.add_argument("--parse-repeats", type=int, help="rounds of the parse benchmark (default 3; quick 2)")
+    args = parser.parse_args(argv)
+
+    sizes = [int(x) for x in (args.n or ("1,100" if args.quick else "1,100,1000,5000")).split(",") if x.strip()]
+    interval = args.interval or 1.0
+    intervals = args.intervals or (3 if args.quick else 4)
+    repeats = args.repeats or (1 if args.quick else 3)
+    parse_repeats = args.parse_repeats or (2 if args.quick else 3)
+    only = set(args.only or ("fanin", "parse", "hook"))
+    started = time.perf_counter()
+    goals: list[tuple[str, bool]] = []
+
+    with tempfile.TemporaryDirectory(prefix="slurmapi-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        fanin_rows: list[FanInRow] = []
+        hook_result: dict[str, Any] | None = None
+        parse_results = None
+        if only & {"fanin", "hook"}:
+            with start_emulator(tmp) as emulator:
+                count = max(sizes) if "fanin" in only else 1
+                t0 = time.perf_counter()
+                ids = emulator.submit_held_jobs(count)
+                pending = sum(1 for job in emulator.jobs() if job["state"] == "PENDING")
+                print(
+                    f"emulator {emulator.url}: {len(ids)} held jobs submitted in {time.perf_counter() - t0:.1f}s, {pending} PENDING",
+                    flush=True,
+                )
+                if ids != list(range(1, count + 1)) or pending != count:
+                    raise RuntimeError("the held jobs are not jobs 1..N, all PENDING")
+                if "fanin" in only:
+                    fanin_rows = bench_fanin(emulator, tmp, sizes, interval, intervals, repeats, args.peer_budget)
+                if "hook" in only:
+                    hook_result = bench_hook(emulator, tmp, blocks=8 if args.quick else 20)
+        if "parse" in only:
+            parse_results = bench_parse(tmp, parse_repeats)
+
+    print("\n" + "=" * 118)
+    if fanin_rows:
+        goals += report_fanin(fanin_rows, interval, intervals)
+    if parse_results is not None:
+        goals += report_parse(*parse_results, parse_repeats)
+    if hook_result is not None:
+        goals += report_hook(hook_result)
+    print("\nGoals (issue #5):")
+    for text, ok in goals:
+        print(f"   {verdict(ok)}  {text}")
+    print(f"\n{sum(ok for _, ok in goals)}/{len(goals)} goals met; bench took {time.perf_counter() - started:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
