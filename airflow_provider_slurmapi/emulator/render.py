@@ -221,7 +221,9 @@ def _adapt_live(rec: JsonDict, job: Job, version: str) -> JsonDict:
     if version in ("v0.0.40", "v0.0.41"):
         del rec["priority_by_partition"], rec["required_switches"]
         rec.update(exclusive=[], minimum_switches=0, oversubscribe=False, show_flags=["DETAIL", "LOCAL"])
-        if version == "v0.0.40" and rec["job_resources"] is not None:  # the flat v0.0.40 job_res
+        if version == "v0.0.40" and rec["job_resources"] is None:  # real v0.0.40: {} for a job that never ran
+            rec["job_resources"] = {}
+        elif version == "v0.0.40":  # the flat v0.0.40 job_res
             rec["job_resources"] = {
                 "nodes": NODE_NAME,
                 "allocated_cores": job.cpus,

@@ -33,6 +33,10 @@ from .slurm_json import (
     warning_entry,
 )
 
+# Slurm's relative times in query filters, e.g. "now-3600seconds" (what v0.0.40/41 accept).
+_RELATIVE_TIME = re.compile(r"^now(?:-(\d+)(seconds|minutes|hours|days)?)?$")
+_TIME_UNITS = {"seconds": 1, "minutes": 60, "hours": 3600, "days": 86400}
+
 _PATH_RE = re.compile(r"^/(slurm|slurmdb)/(v\d+\.\d+\.\d+)(/[^?]*)?$")
 _JOB_RE = re.compile(r"^/job/([^/]+)/?$")
 # what slurmrestd accepts as a job id: JOB, JOB_TASK (array), JOB.STEP, JOB+OFFSET (HetJob)
@@ -427,9 +431,28 @@ class SlurmModelApi:
         window: list[int | None] = []
         for key in ("start_time", "end_time"):
             values = _values(params, key)
-            if values and not values[-1].strip().isdigit():
+            if not values:
+                window.append(None)
+                continue
+            text = values[-1].strip()
+            relative = _RELATIVE_TIME.match(text)
+            if relative:
+                amount = int(relative.group(1) or 0) * _TIME_UNITS[relative.group(2) or "seconds"]
+                window.append(int(time.time()) - amount)
+            elif text.isdigit() and version not in ("v0.0.40", "v0.0.41"):
+                window.append(int(text))
+            elif text.isdigit():  # like real 24.11: these versions refuse a Unix time here
+                return self._errors(
+                    422,
+                    version,
+                    [
+                        error_entry(9202, f"Parsing of {text} for timestamp failed", f"#/{key}/"),
+                        error_entry(9000, "Rejecting request. Failure parsing query parameters", "op_handler_jobs"),
+                    ],
+                    slurmdb=True,
+                )
+            else:
                 return self._bad_query(version, "op_handler_jobs", slurmdb=True)
-            window.append(int(values[-1]) if values else None)
         start_time, end_time = window
         states = [s.strip().upper() for s in _values(params, "state")]
         errors: list[JsonDict] = []

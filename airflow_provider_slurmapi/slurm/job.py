@@ -209,10 +209,8 @@ class SlurmJob:
 
     def failure_message(self) -> str:
         """Why the job did not succeed, with Slurm's own words."""
-        parts = [f"Slurm job {self.job_id}"]
-        if self.name:
-            parts[0] += f" ({self.name})"
-        parts.append(f"ended {self.state_info}")
+        head = f"Slurm job {self.job_id}" + (f" ({self.name})" if self.name else "")
+        parts = [f"{head} ended {self.state_info}"]
         if self.reason:
             parts.append(f"reason {self.reason}")
         parts.append(self.exit.describe())

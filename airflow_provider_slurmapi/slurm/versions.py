@@ -8,6 +8,7 @@ comma with 400 "Unable to parse query." and reads ``%2C`` as one value.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import quote, urlencode
 
@@ -15,6 +16,9 @@ from airflow_provider_slurmapi.slurm.errors import UnsupportedApiVersionError
 
 SUPPORTED_API_VERSIONS: tuple[str, ...] = ("v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44")
 DEFAULT_API_VERSION = "v0.0.42"
+# These versions refuse a Unix time in /slurmdb time filters (422, error 9202) but take "now-Nseconds".
+_RELATIVE_TIME_ONLY = frozenset({"v0.0.40", "v0.0.41"})
+_TIME_FILTERS = ("start_time", "end_time")
 
 _VERSION_RE = re.compile(r"^v0\.0\.(\d+)$")
 
@@ -77,4 +81,11 @@ class SlurmPaths:
         return f"/slurmdb/{self.version}/job/{_job_segment(job_id)}"
 
     def history_jobs(self, **filters: str | int | Sequence[str | int] | None) -> str:
+        """``/slurmdb/{v}/jobs/`` with filters; Unix times become ``now-Nseconds`` where a version needs it."""
+        if self.version in _RELATIVE_TIME_ONLY:
+            now = int(time.time())
+            for key in _TIME_FILTERS:
+                value = filters.get(key)
+                if isinstance(value, int) and not isinstance(value, bool):
+                    filters[key] = f"now-{max(now - value, 0)}seconds"
         return f"/slurmdb/{self.version}/jobs/" + _query(filters)

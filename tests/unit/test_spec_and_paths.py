@@ -113,3 +113,14 @@ def test_unsupported_versions_say_which_are() -> None:
         SlurmPaths("v0.0.39")
     with pytest.raises(UnsupportedApiVersionError, match=r"v0\.0\.44"):
         SlurmPaths("0.0.42")
+
+
+def test_history_time_filters_fit_each_version() -> None:
+    """Slurm 24.11 refuses a Unix time in /slurmdb filters on v0.0.40/41 (422, 9202); it takes now-Nseconds."""
+    import time
+
+    now = int(time.time())
+    old = SlurmPaths("v0.0.40").history_jobs(job_name="t", start_time=now - 600)
+    assert "start_time=now-6" in old and "seconds" in old
+    assert SlurmPaths("v0.0.41").history_jobs(end_time="now").endswith("end_time=now")
+    assert SlurmPaths("v0.0.42").history_jobs(start_time=now) == f"/slurmdb/v0.0.42/jobs/?start_time={now}"
