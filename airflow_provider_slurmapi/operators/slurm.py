@@ -19,7 +19,7 @@ from airflow_provider_slurmapi.cluster_args import (
     parse_job_id,
 )
 from airflow_provider_slurmapi.slurm.errors import JobNotFoundError, SlurmApiError
-from airflow_provider_slurmapi.slurm.spec import task_comment, task_tag
+from airflow_provider_slurmapi.slurm.spec import prepare_submission, task_comment, task_tag
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
 from airflow_provider_slurmapi.slurm.watch import DEFAULT_MISSING_GRACE_SECONDS, JobWatch
 
@@ -115,6 +115,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         if not job_spec.get("name"):
             job_spec["name"] = f"{ti.dag_id}.{ti.task_id}"
             self.log.info("job.name was not set; naming the Slurm job %r.", job_spec["name"])
+        # A bad spec fails here, before any call: nothing is looked up or sent.
+        prepare_submission(job_spec, self.script)
 
         previous = self._previous_job(context, tag, job_spec.get("name")) if self.reattach_on_restart else None
         if previous is not None and previous.succeeded:
@@ -124,6 +126,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
                 previous.job_id,
                 tag,
             )
+            ti.xcom_push(key=JOB_ID_XCOM_KEY, value=previous.job_id)
             return self._finish(context, previous)
         if previous is not None and not previous.is_finished:
             self.log.info(

@@ -74,3 +74,15 @@ def test_held_job_is_cancelled_by_on_kill_at_execution_timeout(
     jobs = [job for job in gcp_connection.jobs() if job["name"] == "scenario-held"]
     assert len(jobs) == 1
     gcp_connection.wait_for_state(jobs[0]["job_id"], ["CANCELLED"], timeout=20)
+
+
+def test_a_bad_spec_fails_before_any_call(
+    airflow_db: Any, gcp_connection: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
+    dag = load_dag("slurm_scenarios.py", "completes")
+    dag.task_dict["job"].job = {**dag.task_dict["job"].job, "time_limit": "soon"}
+    gcp_connection.reset_calls()
+    state, _ = run_dag(dag)
+    assert state == "failed"
+    assert gcp_connection.calls()["total"] == 0, "nothing is looked up or sent for a bad spec"
