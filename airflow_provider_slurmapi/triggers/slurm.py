@@ -41,9 +41,9 @@ class SlurmJobTrigger(BaseTrigger):
     def __init__(
         self,
         job_id: int,
-        region: str,
-        cluster_id: str,
         project_id: str | None = None,
+        region: str | None = None,
+        cluster_id: str | None = None,
         gcp_conn_id: str = "google_cloud_default",
         api_version: str = DEFAULT_API_VERSION,
         poll_interval: float = 30.0,
@@ -53,6 +53,10 @@ class SlurmJobTrigger(BaseTrigger):
         missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
     ) -> None:
         super().__init__()
+        if not region or not cluster_id:
+            raise ValueError(
+                f"SlurmJobTrigger needs region and cluster_id (got region={region!r}, cluster_id={cluster_id!r})."
+            )
         self.job_id = int(job_id)
         self.region = region
         self.cluster_id = cluster_id

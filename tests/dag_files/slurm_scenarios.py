@@ -42,6 +42,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "job": {"current_working_directory": None, "environment": None},
     },
     "long": {"script": "#!/bin/bash\nsleep 600\n"},
+    "script_file": {"script": "train_step.sh"},
     "completes_slowly": {"script": "#!/bin/bash\necho working\nsleep 6\necho done\n"},
 }
 

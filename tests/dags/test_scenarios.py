@@ -86,3 +86,20 @@ def test_a_bad_spec_fails_before_any_call(
     state, _ = run_dag(dag)
     assert state == "failed"
     assert gcp_connection.calls()["total"] == 0, "nothing is looked up or sent for a bad spec"
+
+
+def test_a_script_ending_in_sh_is_read_from_the_dag_folder_and_rendered(
+    airflow_db: Any, gcp_connection: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pathlib import Path
+
+    from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
+    from tests.conftest import CLUSTER
+
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
+    state, tasks = run_dag(load_dag("slurm_scenarios.py", "script_file"))
+    assert state == "success", tasks
+    [job] = [j for j in gcp_connection.jobs() if j["name"] == "scenario-script_file"]
+    record = SlurmApiHook(**CLUSTER).get_job(job["job_id"])
+    assert record is not None and record.stdout
+    assert Path(record.stdout).read_text() == "rendered for slurm_scenario_script_file/job\n"

@@ -214,3 +214,20 @@ def test_reattach_can_be_turned_off(airflow_db: Any, gcp_connection: Any, monkey
     assert str(dag.test(logical_date=when, run_after=when).state) == "success"
     assert str(dag.test(logical_date=when, run_after=when).state) == "success"
     assert len([j for j in gcp_connection.jobs() if j["name"] == "scenario-completes"]) == 2
+
+
+def test_trigger_takes_the_documented_positional_order() -> None:
+    trigger = SlurmJobTrigger(
+        7, "proj", "us-central1", "cluster-a", "conn", "v0.0.41", 5.0, "sa@p.iam.gserviceaccount.com"
+    )
+    _, kwargs = trigger.serialize()
+    assert (kwargs["job_id"], kwargs["project_id"], kwargs["region"], kwargs["cluster_id"]) == (
+        7,
+        "proj",
+        "us-central1",
+        "cluster-a",
+    )
+    assert (kwargs["gcp_conn_id"], kwargs["api_version"], kwargs["poll_interval"]) == ("conn", "v0.0.41", 5.0)
+    assert kwargs["impersonation_chain"] == "sa@p.iam.gserviceaccount.com"
+    with pytest.raises(ValueError, match="region and cluster_id"):
+        SlurmJobTrigger(7, "proj")
