@@ -49,6 +49,7 @@ from airflow_provider_slurmapi.slurm.results import (
     read_history_job,
     read_job_states,
     read_jobs,
+    read_jobs_by_id,
     read_live_job,
     read_submit,
 )
@@ -266,14 +267,16 @@ class SlurmApiHook(GoogleBaseHook):
         job = self.get_live_job(job_id)
         return job if job is not None else self.get_history_job(job_id)
 
+    def get_live_jobs(self, job_ids: Sequence[int]) -> dict[int, SlurmJob]:
+        """The given jobs still in the live queue, full records, from one ``jobs/`` list."""
+        return read_jobs_by_id(self.call("GET", self.paths.jobs()), job_ids)
+
     def get_job_states(self, job_ids: Sequence[int]) -> dict[int, JobStateInfo]:
-        """States of the given jobs still in the live queue, in one call."""
+        """States of the given jobs still in the live queue, in one call (``jobs/state``, else ``jobs/``)."""
         try:
             return read_job_states(self.call("GET", self.paths.jobs_state(job_ids)))
-        except InvalidArgumentError:
-            wanted = set(job_ids)
-            jobs = read_jobs(self.call("GET", self.paths.jobs()), history=False)
-            return {job.job_id: job.state_info for job in jobs if job.job_id in wanted}
+        except InvalidArgumentError:  # the envelope refuses query strings
+            return {job_id: job.state_info for job_id, job in self.get_live_jobs(job_ids).items()}
 
     def list_jobs(self, *, history: bool = False, **filters: Any) -> list[SlurmJob]:
         """Jobs of the live queue, or (``history=True``) of the accounting history with its filters."""
@@ -459,9 +462,11 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
         """States of the given jobs still in the live queue, in one call (``jobs/state``, else ``jobs/``)."""
         if use_state_endpoint:
             return read_job_states(await self.call("GET", self.paths.jobs_state(job_ids)))
-        wanted = set(job_ids)
-        jobs = read_jobs(await self.call("GET", self.paths.jobs()), history=False)
-        return {job.job_id: job.state_info for job in jobs if job.job_id in wanted}
+        return {job_id: job.state_info for job_id, job in (await self.get_live_jobs(job_ids)).items()}
+
+    async def get_live_jobs(self, job_ids: Sequence[int]) -> dict[int, SlurmJob]:
+        """The given jobs still in the live queue, full records, from one ``jobs/`` list."""
+        return read_jobs_by_id(await self.call("GET", self.paths.jobs()), job_ids)
 
     async def cancel_job(self, job_id: int, *, signal: str | None = None) -> CancelOutcome:
         outcome = read_cancel(await self.call("DELETE", self.paths.cancel(job_id, signal)))

@@ -83,6 +83,12 @@ def read_jobs(response: SlurmResponse, *, history: bool) -> list[SlurmJob]:
     return [build(job) for job in jobs]
 
 
+def read_jobs_by_id(response: SlurmResponse, job_ids: Iterable[int]) -> dict[int, SlurmJob]:
+    """From a ``GET /slurm/{v}/jobs/`` answer, the jobs among ``job_ids`` (those still in the live queue)."""
+    wanted = set(job_ids)
+    return {job.job_id: job for job in read_jobs(response, history=False) if job.job_id in wanted}
+
+
 def read_job_states(response: SlurmResponse) -> dict[int, JobStateInfo]:
     """``GET /slurm/{v}/jobs/state/``: job id -> state, for the jobs still in the live queue."""
     response.raise_for_errors()

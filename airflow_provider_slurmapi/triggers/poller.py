@@ -196,11 +196,7 @@ class ClusterPoller:
     async def _details(self, job_ids: Sequence[int]) -> dict[int, SlurmJob | None]:
         """Full records of the jobs whose state changed: one ``jobs/`` call for a burst, else one each."""
         if len(job_ids) > BURST_THRESHOLD:
-            from airflow_provider_slurmapi.slurm.results import read_jobs
-
-            wanted = set(job_ids)
-            jobs = read_jobs(await self.hook.call("GET", self.hook.paths.jobs()), history=False)
-            found: dict[int, SlurmJob | None] = {job.job_id: job for job in jobs if job.job_id in wanted}
+            found: dict[int, SlurmJob | None] = dict(await self.hook.get_live_jobs(job_ids))
             gone = [j for j in job_ids if j not in found]
             found.update(await self._gather(self.hook.get_history_job, gone))
             return found
@@ -235,11 +231,7 @@ class ClusterPoller:
                     raise
                 log.warning("This cluster has no jobs/state endpoint (Slurm < 23.11.7); listing jobs/ instead.")
             self._use_state_endpoint = False
-        from airflow_provider_slurmapi.slurm.results import read_jobs
-
-        wanted = set(ids)
-        jobs = read_jobs(await self.hook.call("GET", self.hook.paths.jobs()), history=False)
-        return {job.job_id: job for job in jobs if job.job_id in wanted}
+        return dict(await self.hook.get_live_jobs(ids))
 
 
 # One registry per event loop: pollers, their sessions and locks belong to the loop that made them.
