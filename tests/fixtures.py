@@ -41,3 +41,18 @@ def fixture_status(name: str) -> int:
 def fixture_names(pattern: str = "*") -> list[str]:
     require_shared()
     return sorted(p.name[: -len(".meta")] for p in RESPONSES.glob(f"{pattern}.meta"))
+
+
+def type_name(value: Any) -> str:
+    """The JSON type of a value, as OpenAPI names it; the contract tests compare answers by it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"

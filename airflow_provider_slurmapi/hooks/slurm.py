@@ -37,7 +37,6 @@ from airflow_provider_slurmapi.slurm.errors import (
     MalformedResponseError,
     SlurmApiError,
     SubmitOutcomeUnknownError,
-    TransientApiError,
     UnauthenticatedError,
 )
 from airflow_provider_slurmapi.slurm.job import SlurmJob
@@ -474,4 +473,4 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
         return outcome
 
 
-__all__ = ["SlurmApiAsyncHook", "SlurmApiHook", "TransientApiError"]
+__all__ = ["SlurmApiAsyncHook", "SlurmApiHook"]

@@ -15,7 +15,6 @@ from airflow_provider_slurmapi.slurm.errors import (
     ApiConnectionError,
     MalformedResponseError,
     TransientApiError,
-    UnauthenticatedError,
 )
 
 log = logging.getLogger(__name__)
@@ -59,4 +58,4 @@ def retry_kwargs(
     }
 
 
-__all__ = ["DEFAULT_RETRY_SECONDS", "UnauthenticatedError", "is_transient", "retry_kwargs"]
+__all__ = ["DEFAULT_RETRY_SECONDS", "is_transient", "retry_kwargs"]

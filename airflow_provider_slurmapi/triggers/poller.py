@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Sequen
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_slurmapi.slurm.errors import InvalidArgumentError, SlurmApiError, SlurmError
+from airflow_provider_slurmapi.slurm.errors import InvalidArgumentError, SlurmError
 from airflow_provider_slurmapi.slurm.job import SlurmJob
 from airflow_provider_slurmapi.slurm.states import JobStateInfo
 
@@ -265,4 +265,4 @@ async def subscribe(key: PollerKey, job_id: int, poll_interval: float) -> AsyncI
             await poller.stop()
 
 
-__all__ = ["ClusterPoller", "PollerKey", "SlurmApiError", "Subscription", "pollers_of_this_loop", "subscribe"]
+__all__ = ["ClusterPoller", "PollerKey", "Subscription", "pollers_of_this_loop", "subscribe"]

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_slurmapi.emulator import EmulatorConfig, EmulatorHandle, run_emulator
+from tests.fixtures import type_name
 
 from .conftest import TOKEN, Answer, Client, V, job_desc, shared_dir, wait_until
 
@@ -45,20 +46,6 @@ def fixture(name: str) -> tuple[int, Any, dict[str, Any]]:
         json.loads(json_path.read_text()) if json_path.exists() else (meta_path.with_suffix(".body.txt").read_text())
     )
     return int(meta["http_status"]), body, meta
-
-
-def type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
 
 
 NULLABLE = ("job_resources",)  # null for a job that never ran, an object otherwise (both seen on 24.11)

@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 import requests
 
+from tests.fixtures import type_name
+
 pytestmark = pytest.mark.slurm
 RUN_LATE = True  # reads the transcripts of the background script: after the other tests
 
@@ -255,20 +257,6 @@ def run_contract_script(client: EnvelopeClient, cwd: str) -> Transcript:
 
 
 # -- comparing ---------------------------------------------------------------------------------------------
-def type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
 def type_diff(real: Any, emu: Any, path: str) -> list[str]:
     """Differences of JSON types, recursively, for the keys both answers have (values are not compared)."""
     if type_name(real) != type_name(emu):
