@@ -79,7 +79,8 @@ class SlurmApiHook(GoogleBaseHook):
     :param impersonation_chain: a service account (or chain) to impersonate.
     :param api_endpoint: overrides the endpoint (also connection extra ``api_endpoint``).
     :param timeout: seconds to wait for one answer (default: connection extra ``request_timeout``, else 60).
-    :param retry_seconds: how long transient failures are retried before giving up.
+    :param retry_seconds: how long transient failures of one call are retried before giving up
+        (default: connection extra ``retry_seconds``, else 300). A watch rides out longer outages.
     """
 
     conn_name_attr = "gcp_conn_id"
@@ -98,7 +99,7 @@ class SlurmApiHook(GoogleBaseHook):
         impersonation_chain: str | Sequence[str] | None = None,
         api_endpoint: str | None = None,
         timeout: float | None = None,
-        retry_seconds: float = DEFAULT_RETRY_SECONDS,
+        retry_seconds: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain, **kwargs)
@@ -108,7 +109,8 @@ class SlurmApiHook(GoogleBaseHook):
         self._project_id_arg = project_id
         self._api_endpoint_arg = api_endpoint
         self.timeout = float(timeout or self._get_field("request_timeout") or DEFAULT_TIMEOUT_SECONDS)
-        self.retry_seconds = retry_seconds
+        configured = retry_seconds if retry_seconds is not None else self._get_field("retry_seconds")
+        self.retry_seconds = float(configured if configured not in (None, "") else DEFAULT_RETRY_SECONDS)
         self.retry_initial_wait = 1.0
         self._retrying_policy: tenacity.Retrying | None = None
         self._retrying_for: tuple[float, float] | None = None
@@ -338,7 +340,7 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
         impersonation_chain: str | Sequence[str] | None = None,
         api_endpoint: str | None = None,
         timeout: float | None = None,
-        retry_seconds: float = DEFAULT_RETRY_SECONDS,
+        retry_seconds: float | None = None,
     ) -> None:
         super().__init__(
             region=region,
@@ -353,7 +355,7 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
         )
         self.paths = SlurmPaths(api_version)
         self.timeout = timeout or DEFAULT_TIMEOUT_SECONDS
-        self.retry_seconds = retry_seconds
+        self.retry_seconds = retry_seconds if retry_seconds is not None else DEFAULT_RETRY_SECONDS
         self.retry_initial_wait = 1.0
         self._session: aiohttp.ClientSession | None = None
         self._credentials: Credentials | None = None
@@ -372,6 +374,7 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
             self._cluster = await asyncio.to_thread(lambda: sync_hook.cluster)
             self._credentials = await asyncio.to_thread(sync_hook.get_credentials)
             self.timeout = sync_hook.timeout
+            self.retry_seconds = sync_hook.retry_seconds  # the argument, else the connection's extra
         return self._cluster
 
     async def _token(self, *, force: bool = False) -> str:

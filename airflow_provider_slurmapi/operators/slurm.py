@@ -21,7 +21,12 @@ from airflow_provider_slurmapi.cluster_args import (
 from airflow_provider_slurmapi.slurm.errors import JobNotFoundError, SlurmApiError
 from airflow_provider_slurmapi.slurm.spec import prepare_submission, task_comment, task_tag
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
-from airflow_provider_slurmapi.slurm.watch import DEFAULT_MISSING_GRACE_SECONDS, JobWatch
+from airflow_provider_slurmapi.slurm.watch import (
+    DEFAULT_MISSING_GRACE_SECONDS,
+    DEFAULT_OUTAGE_TOLERANCE_SECONDS,
+    JobWatch,
+    WatchStep,
+)
 
 if TYPE_CHECKING:
     from airflow_provider_slurmapi._compat import Context
@@ -57,6 +62,9 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     :param reattach_on_restart: look for this task instance's job before submitting.
     :param missing_grace_seconds: how long a job may be in neither the live queue nor the history
         (accounting records arrive late) before the task fails.
+    :param outage_tolerance_seconds: how long the wait rides out an API outage (UNAVAILABLE, 5xx, no
+        connection; warned about every few minutes) before the task fails; the job runs on, and a retry
+        reattaches to it. Permanent errors (permission denied, unknown cluster) fail at once.
     """
 
     template_fields: Sequence[str] = ("job", "script", *CLUSTER_TEMPLATE_FIELDS)
@@ -82,6 +90,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         cancel_on_kill: bool = True,
         reattach_on_restart: bool = True,
         missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
+        outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -94,6 +103,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             impersonation_chain=impersonation_chain,
             api_endpoint=api_endpoint,
         )
+        self.outage_tolerance_seconds = outage_tolerance_seconds
         self.job = job or {}
         self.script = script
         self.wait_for_completion = wait_for_completion
@@ -163,10 +173,12 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
 
     # -- wait -------------------------------------------------------------------------------------
     def _wait(self, context: Context, job_id: int) -> int:
-        watch = JobWatch(job_id, missing_grace_seconds=self.missing_grace_seconds)
-        step = watch.observe(self.hook.get_job(job_id))
-        if step.message:
-            self.log.info("%s", step.message)
+        watch = JobWatch(
+            job_id,
+            missing_grace_seconds=self.missing_grace_seconds,
+            outage_tolerance_seconds=self.outage_tolerance_seconds,
+        )
+        step = self._look(watch, job_id)
         if step.finished and step.job is not None:
             return self._finish(context, step.job)
         if self.deferrable:
@@ -178,6 +190,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
                     poll_interval=self.poll_interval,
                     cancel_on_kill=self.cancel_on_kill,
                     missing_grace_seconds=self.missing_grace_seconds,
+                    outage_tolerance_seconds=self.outage_tolerance_seconds,
                     **self.cluster_kwargs(),
                 ),
                 method_name="execute_complete",
@@ -185,11 +198,20 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             )
         while not step.finished:
             time.sleep(self.poll_interval)
-            step = watch.observe(self.hook.get_job(job_id))
-            if step.message:
-                self.log.info("%s", step.message)
+            step = self._look(watch, job_id)
         assert step.job is not None
         return self._finish(context, step.job)
+
+    def _look(self, watch: JobWatch, job_id: int) -> WatchStep:
+        """One poll: the watch judges the answer, or the error (an outage is waited out, up to its budget)."""
+        try:
+            job = self.hook.get_job(job_id)
+        except SlurmApiError as exc:
+            step = watch.observe_error(exc)
+        else:
+            step = watch.observe(job)
+        step.log_to(self.log)
+        return step
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> int:
         """Resume after the trigger fired: succeed on COMPLETED, else fail with Slurm's reason."""

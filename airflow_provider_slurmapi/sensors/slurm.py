@@ -2,10 +2,17 @@
 
 Succeeds on COMPLETED, fails on any other finished state with Slurm's reason. Follows the job from
 the live queue into the history. Poke/reschedule mode, or ``deferrable=True`` (the triggerer waits).
+
+In reschedule mode every poke is a new process. On Airflow 3.3+ the watch (last state seen, since
+when the job is missing, since when the API is down) is kept in the task state store between pokes.
+Earlier versions have no store that outlives a poke (XComs are cleared when a rescheduled task
+starts again), so there a poke waits out a missing job or an outage itself, and logs the job's state
+on the first poke and its changes only as far as one poke sees them.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -17,11 +24,20 @@ from airflow_provider_slurmapi.cluster_args import (
     default_deferrable,
     parse_job_id,
 )
+from airflow_provider_slurmapi.slurm.errors import SlurmApiError
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
-from airflow_provider_slurmapi.slurm.watch import DEFAULT_MISSING_GRACE_SECONDS, JobWatch
+from airflow_provider_slurmapi.slurm.watch import (
+    DEFAULT_MISSING_GRACE_SECONDS,
+    DEFAULT_OUTAGE_TOLERANCE_SECONDS,
+    JobWatch,
+    WatchStep,
+)
 
 if TYPE_CHECKING:
     from airflow_provider_slurmapi._compat import Context
+
+# task_state_store key of the watch of a rescheduled sensor (Airflow 3.3+).
+WATCH_STATE_KEY = "slurm_job_watch"
 
 
 class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
@@ -32,6 +48,8 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
     :param cancel_on_kill: in deferrable mode, cancel the job when a user kills the task. Off by
         default: a sensor watches a job it did not start.
     :param missing_grace_seconds: how long the job may be in neither the live queue nor the history.
+    :param outage_tolerance_seconds: how long the wait rides out an API outage (UNAVAILABLE, 5xx, no
+        connection; warned about every few minutes) before the task fails. Permanent errors fail at once.
     """
 
     template_fields: Sequence[str] = ("job_id", *CLUSTER_TEMPLATE_FIELDS)
@@ -51,6 +69,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         deferrable: bool | None = None,
         cancel_on_kill: bool = False,
         missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
+        outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -67,6 +86,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         self.deferrable = default_deferrable() if deferrable is None else deferrable
         self.cancel_on_kill = cancel_on_kill
         self.missing_grace_seconds = missing_grace_seconds
+        self.outage_tolerance_seconds = outage_tolerance_seconds
         self._watch: JobWatch | None = None
 
     def execute(self, context: Context) -> Any:
@@ -82,6 +102,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
                 poll_interval=self.poke_interval,
                 cancel_on_kill=self.cancel_on_kill,
                 missing_grace_seconds=self.missing_grace_seconds,
+                outage_tolerance_seconds=self.outage_tolerance_seconds,
                 **self.cluster_kwargs(),
             ),
             method_name="execute_complete",
@@ -91,16 +112,55 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
 
     def poke(self, context: Context) -> bool:
         job_id = parse_job_id(self.job_id)
-        if self._watch is None or self._watch.job_id != job_id:
-            self._watch = JobWatch(job_id, missing_grace_seconds=self.missing_grace_seconds)
-        step = self._watch.observe(self.hook.get_job(job_id))
-        if step.message:
-            self.log.info("%s", step.message)
+        store = context.get("task_state_store") if self.reschedule else None
+        fresh = self._watch is None or self._watch.job_id != job_id
+        try_number = getattr(context["ti"], "try_number", None)
+        if store is not None:  # a watch saved by an earlier poke of this try (not of an earlier try)
+            saved = store.get(WATCH_STATE_KEY)
+            same_try = isinstance(saved, dict) and saved.get("try_number") == try_number
+            self._watch = self._new_watch(job_id, saved.get("watch") if same_try and isinstance(saved, dict) else None)
+        elif fresh:
+            self._watch = self._new_watch(job_id)
+        watch = self._watch
+        assert watch is not None
+        # Before Airflow 3.3 a rescheduled poke cannot keep its watch: it says the state on the first
+        # poke only, and waits out a missing job or an outage here, where the grace and the tolerance
+        # can end the wait.
+        forgetful = self.reschedule and store is None
+        step = self._look(watch, job_id, quiet=forgetful and not _is_first_poke(context))
+        while forgetful and step.job is None:
+            time.sleep(self.poke_interval)
+            step = self._look(watch, job_id)
+        if store is not None:
+            store.set(WATCH_STATE_KEY, {"try_number": try_number, "watch": watch.snapshot()})
         if not step.finished or step.job is None:
             return False
         if not step.job.succeeded:
             raise AirflowException(step.job.failure_message())
         return True
+
+    def _new_watch(self, job_id: int, saved: object = None) -> JobWatch:
+        """A watch of ``job_id``, going on from ``saved`` (an earlier poke's snapshot) if it is one."""
+        return JobWatch.restore(
+            saved,
+            job_id,
+            missing_grace_seconds=self.missing_grace_seconds,
+            outage_tolerance_seconds=self.outage_tolerance_seconds,
+        )
+
+    def _look(self, watch: JobWatch, job_id: int, *, quiet: bool = False) -> WatchStep:
+        """One observation of the job; ``quiet`` keeps an unchanged, unfinished state out of the log."""
+        try:
+            job = self.hook.get_job(job_id)
+        except SlurmApiError as exc:
+            step = watch.observe_error(exc)
+        else:
+            step = watch.observe(job)
+        if quiet and not step.finished and not step.warning:
+            self.log.debug("%s", step.message)
+        else:
+            step.log_to(self.log)
+        return step
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
         """With ``cancel_on_kill``, a deferral that timed out cancels the job, then fails as usual."""
@@ -112,3 +172,15 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         if event.get("status") != "success":
             raise AirflowException(str(event.get("message")))
         self.log.info("%s", event.get("message"))
+
+
+def _is_first_poke(context: Context) -> bool:
+    """Whether this is the first poke of this try (no reschedule recorded yet)."""
+    if "task_reschedule_count" in context:  # Airflow 3
+        return not context["task_reschedule_count"]
+    from airflow.models.taskreschedule import TaskReschedule  # Airflow 2.11: the metadata database
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        first = TaskReschedule.stmt_for_task_instance(context["ti"]).limit(1)  # type: ignore[arg-type]
+        return session.scalar(first) is None

@@ -2,19 +2,45 @@
 
 It logs each change of state once, treats a job found in neither the live queue nor the history as
 "not yet recorded" for a grace period (accounting records reach slurmdbd a little after the job
-leaves the queue), and says when the job is over.
+leaves the queue), rides out an outage of the API (the job runs on while nobody can see it) for a
+budget much longer than one call's retries, and says when the job is over.
+
+Its state can be saved as JSON and restored (:meth:`JobWatch.snapshot`, :meth:`JobWatch.restore`),
+so a sensor in reschedule mode, a new process at every poke, keeps one watch across its pokes.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol
 
-from airflow_provider_slurmapi.slurm.errors import JobNotFoundError
+from airflow_provider_slurmapi.slurm.errors import JobNotFoundError, SlurmApiError
 from airflow_provider_slurmapi.slurm.job import SlurmJob, describe_transition
+from airflow_provider_slurmapi.slurm.retry import is_transient
 
 DEFAULT_MISSING_GRACE_SECONDS = 120.0
+# How long a watch waits through an API outage (only transient errors) before it fails.
+DEFAULT_OUTAGE_TOLERANCE_SECONDS = 3600.0
+# How often a watch says, during an outage, that it is still waiting.
+OUTAGE_WARNING_INTERVAL_SECONDS = 300.0
+
+
+class StepLogger(Protocol):
+    """Anything with ``info`` and ``warning``: a stdlib logger or Airflow's structlog one."""
+
+    def info(self, msg: Any, /, *args: Any, **kwargs: Any) -> Any: ...
+
+    def warning(self, msg: Any, /, *args: Any, **kwargs: Any) -> Any: ...
+
+
+class WatchOutageError(SlurmApiError):
+    """The API stayed unreachable for longer than the watch's outage tolerance."""
+
+    def __init__(self, job_id: int, message: str) -> None:
+        super().__init__(message)
+        self.job_id = job_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +50,12 @@ class WatchStep:
     job: SlurmJob | None
     message: str | None
     finished: bool
+    warning: bool = False
+
+    def log_to(self, logger: StepLogger) -> None:
+        """Log the step's message, if any, at its level."""
+        if self.message:
+            (logger.warning if self.warning else logger.info)("%s", self.message)
 
 
 class JobWatch:
@@ -34,14 +66,21 @@ class JobWatch:
         job_id: int,
         *,
         missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
+        outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
+        outage_warning_interval: float = OUTAGE_WARNING_INTERVAL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.job_id = job_id
         self.missing_grace_seconds = missing_grace_seconds
+        self.outage_tolerance_seconds = outage_tolerance_seconds
+        self.outage_warning_interval = outage_warning_interval
         self._clock = clock
         self._last: SlurmJob | None = None
         self._missing_since: float | None = None
         self._logged_paths = False
+        # When the API last answered (or the watch began): an outage is counted from there.
+        self._answered_at: float = clock()
+        self._outage_warned_at: float | None = None
 
     @property
     def last(self) -> SlurmJob | None:
@@ -49,8 +88,10 @@ class JobWatch:
 
     def observe(self, job: SlurmJob | None) -> WatchStep:
         """Record one poll's answer; raise :class:`JobNotFoundError` once the grace period is over."""
+        now = self._clock()
+        recovered = self._recovered_message(now)
+        self._answered_at, self._outage_warned_at = now, None
         if job is None:
-            now = self._clock()
             if self._missing_since is None:
                 self._missing_since = now
             waited = now - self._missing_since
@@ -61,11 +102,12 @@ class JobWatch:
                     f"for {waited:.0f}s (grace {self.missing_grace_seconds:.0f}s). Check the job id and the "
                     "cluster, and that slurmdbd records jobs (AccountingStorageType=accounting_storage/slurmdbd).",
                 )
-            message = None
+            message = recovered
             if waited == 0:
-                message = (
+                message = _join(
+                    recovered,
                     f"Slurm job {self.job_id} is in neither the live queue nor the history yet; "
-                    f"looking again for up to {self.missing_grace_seconds:.0f}s."
+                    f"looking again for up to {self.missing_grace_seconds:.0f}s.",
                 )
             return WatchStep(job=None, message=message, finished=False)
         self._missing_since = None
@@ -74,4 +116,109 @@ class JobWatch:
             self._logged_paths = True
             message += f"; stdout: {job.stdout or '-'}, stderr: {job.stderr or job.stdout or '-'}"
         self._last = job
-        return WatchStep(job=job, message=message, finished=job.is_finished)
+        return WatchStep(job=job, message=_join(recovered, message), finished=job.is_finished)
+
+    def observe_error(self, error: BaseException) -> WatchStep:
+        """Record a poll that got no usable answer.
+
+        A permanent error (permission denied, unknown cluster, a bad argument) is raised again at
+        once. A transient one (UNAVAILABLE, 5xx, no connection) is an outage: the job runs on, so the
+        watch keeps waiting, with a warning now and then, until ``outage_tolerance_seconds`` have
+        passed since the API last answered; then it raises :class:`WatchOutageError`.
+        """
+        if not is_transient(error):
+            raise error
+        now = self._clock()
+        down = now - self._answered_at
+        if down > self.outage_tolerance_seconds:
+            raise WatchOutageError(
+                self.job_id,
+                f"The Slurm Job API has not answered for {down:.0f}s (outage_tolerance_seconds="
+                f"{self.outage_tolerance_seconds:.0f}) while watching Slurm job {self.job_id}; last error: {error}. "
+                f"The job was not cancelled and may still be running: a retry of this task reattaches to "
+                f"Slurm job {self.job_id}.",
+            ) from error
+        message = None
+        if self._outage_warned_at is None or now - self._outage_warned_at >= self.outage_warning_interval:
+            self._outage_warned_at = now
+            message = (
+                f"The Slurm Job API has not answered for {down:.0f}s while watching Slurm job {self.job_id} "
+                f"({error}); the job runs on, still waiting for up to {self.outage_tolerance_seconds:.0f}s "
+                "of outage."
+            )
+        return WatchStep(job=None, message=message, finished=False, warning=True)
+
+    def _recovered_message(self, now: float) -> str | None:
+        if self._outage_warned_at is None:
+            return None
+        return f"The Slurm Job API answers again, after {now - self._answered_at:.0f}s without an answer."
+
+    # -- saving the watch between processes ---------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """The watch as JSON-ready data. Instants are saved as ages at a wall-clock time, so a
+        process with another monotonic clock can restore them."""
+        now = self._clock()
+        return {
+            "job_id": self.job_id,
+            "saved_at": time.time(),
+            "last": self._last.to_dict() if self._last is not None else None,
+            "missing_for": None if self._missing_since is None else now - self._missing_since,
+            "unanswered_for": now - self._answered_at,
+            "outage_warned_for": None if self._outage_warned_at is None else now - self._outage_warned_at,
+            "logged_paths": self._logged_paths,
+        }
+
+    @classmethod
+    def restore(
+        cls,
+        saved: object,
+        job_id: int,
+        *,
+        missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
+        outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> JobWatch:
+        """A watch that goes on from ``saved``; a fresh one if ``saved`` is missing, of another job or unreadable."""
+
+        def fresh() -> JobWatch:
+            return cls(
+                job_id,
+                missing_grace_seconds=missing_grace_seconds,
+                outage_tolerance_seconds=outage_tolerance_seconds,
+                clock=clock,
+            )
+
+        watch = fresh()
+        if not isinstance(saved, Mapping) or saved.get("job_id") != job_id:
+            return watch
+        try:
+            now = clock()
+            since_saved = max(0.0, time.time() - float(saved["saved_at"]))
+
+            def instant(age_key: str) -> float | None:
+                age = saved.get(age_key)
+                return None if age is None else now - float(age) - since_saved
+
+            last = saved.get("last")
+            watch._last = SlurmJob.from_dict(last) if isinstance(last, Mapping) else None
+            watch._missing_since = instant("missing_for")
+            answered_at = instant("unanswered_for")
+            watch._answered_at = now if answered_at is None else answered_at
+            watch._outage_warned_at = instant("outage_warned_for")
+            watch._logged_paths = bool(saved.get("logged_paths"))
+        except (KeyError, TypeError, ValueError, SlurmApiError):
+            return fresh()
+        return watch
+
+
+def _join(first: str | None, second: str | None) -> str | None:
+    return "; ".join(part for part in (first, second) if part) or None
+
+
+__all__ = [
+    "DEFAULT_MISSING_GRACE_SECONDS",
+    "DEFAULT_OUTAGE_TOLERANCE_SECONDS",
+    "JobWatch",
+    "WatchOutageError",
+    "WatchStep",
+]

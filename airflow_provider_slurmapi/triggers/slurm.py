@@ -21,7 +21,11 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
 from airflow_provider_slurmapi.slurm.errors import SlurmApiError
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
-from airflow_provider_slurmapi.slurm.watch import DEFAULT_MISSING_GRACE_SECONDS, JobWatch
+from airflow_provider_slurmapi.slurm.watch import (
+    DEFAULT_MISSING_GRACE_SECONDS,
+    DEFAULT_OUTAGE_TOLERANCE_SECONDS,
+    JobWatch,
+)
 from airflow_provider_slurmapi.triggers.poller import PollerKey, subscribe
 
 
@@ -36,6 +40,7 @@ class SlurmJobTrigger(BaseTrigger):
     :param poll_interval: seconds between polls (the cluster's poller uses the smallest of its triggers).
     :param cancel_on_kill: cancel the job when a user kills the deferred task.
     :param missing_grace_seconds: how long a job may be in neither the live queue nor the history.
+    :param outage_tolerance_seconds: how long an API outage (transient errors only) is waited out.
     """
 
     def __init__(
@@ -51,6 +56,7 @@ class SlurmJobTrigger(BaseTrigger):
         api_endpoint: str | None = None,
         cancel_on_kill: bool = True,
         missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
+        outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
     ) -> None:
         super().__init__()
         if not region or not cluster_id:
@@ -68,6 +74,7 @@ class SlurmJobTrigger(BaseTrigger):
         self.api_endpoint = api_endpoint
         self.cancel_on_kill = cancel_on_kill
         self.missing_grace_seconds = float(missing_grace_seconds)
+        self.outage_tolerance_seconds = float(outage_tolerance_seconds)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -84,6 +91,7 @@ class SlurmJobTrigger(BaseTrigger):
                 "api_endpoint": self.api_endpoint,
                 "cancel_on_kill": self.cancel_on_kill,
                 "missing_grace_seconds": self.missing_grace_seconds,
+                "outage_tolerance_seconds": self.outage_tolerance_seconds,
             },
         )
 
@@ -101,34 +109,47 @@ class SlurmJobTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        watch = JobWatch(self.job_id, missing_grace_seconds=self.missing_grace_seconds)
         try:
-            async with subscribe(self.poller_key, self.job_id, self.poll_interval) as subscription:
-                while True:
-                    try:
-                        step = watch.observe(await subscription.next())
-                    except SlurmApiError as exc:
-                        yield TriggerEvent({"status": "error", "job_id": self.job_id, "message": str(exc)})
-                        return
-                    if step.message:
-                        self.log.info("%s", step.message)
-                    if step.finished and step.job is not None:
-                        job = step.job
-                        yield TriggerEvent(
-                            {
-                                "status": "success" if job.succeeded else "failed",
-                                "job_id": self.job_id,
-                                "message": f"Slurm job {job.job_id}: {job.describe()}"
-                                if job.succeeded
-                                else job.failure_message(),
-                                "job": job.to_dict(),
-                            }
-                        )
-                        return
+            event = await self._wait_for_event()
         except asyncio.CancelledError:
             if not AIRFLOW_V_3_3_PLUS and self.cancel_on_kill and await self.safe_to_cancel():
                 await self._cancel_job("the deferred task was killed")
             raise
+        # Yielded only once the poller is left: when the triggerer (or dag.test) closes this generator
+        # after its event, nothing is left to await.
+        yield event
+
+    async def _wait_for_event(self) -> TriggerEvent:
+        """Follow the job through the cluster's shared poller until it is over or cannot be watched."""
+        watch = JobWatch(
+            self.job_id,
+            missing_grace_seconds=self.missing_grace_seconds,
+            outage_tolerance_seconds=self.outage_tolerance_seconds,
+        )
+        async with subscribe(self.poller_key, self.job_id, self.poll_interval) as subscription:
+            while True:
+                try:
+                    try:
+                        job = await subscription.next()
+                    except SlurmApiError as exc:
+                        step = watch.observe_error(exc)
+                    else:
+                        step = watch.observe(job)
+                except SlurmApiError as exc:
+                    return TriggerEvent({"status": "error", "job_id": self.job_id, "message": str(exc)})
+                step.log_to(self.log)
+                if step.finished and step.job is not None:
+                    job = step.job
+                    return TriggerEvent(
+                        {
+                            "status": "success" if job.succeeded else "failed",
+                            "job_id": self.job_id,
+                            "message": f"Slurm job {job.job_id}: {job.describe()}"
+                            if job.succeeded
+                            else job.failure_message(),
+                            "job": job.to_dict(),
+                        }
+                    )
 
     async def on_kill(self) -> None:
         """Airflow 3.3+: a user marked or cleared the deferred task; cancel its job."""

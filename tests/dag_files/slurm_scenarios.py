@@ -29,6 +29,8 @@ WORKDIR = os.environ.get("SLURMAPI_WORKDIR", "/tmp")
 DEFERRABLE = os.environ.get("SLURMAPI_DEFERRABLE", "true").lower() != "false"
 POLL = float(os.environ.get("SLURMAPI_POLL_INTERVAL", "1"))
 GRACE = float(os.environ.get("SLURMAPI_MISSING_GRACE", "60"))
+# Only passed when set, so the DAGs also parse with providers that predate the argument.
+OUTAGE = {"outage_tolerance_seconds": float(v)} if (v := os.environ.get("SLURMAPI_OUTAGE_TOLERANCE")) else {}
 
 SCENARIOS: dict[str, dict[str, Any]] = {
     "completes": {"script": "#!/bin/bash\necho hello from $SLURM_JOB_ID\nsleep 1\n"},
@@ -69,6 +71,7 @@ for _name, _scenario in SCENARIOS.items():
             deferrable=DEFERRABLE,
             poll_interval=POLL,
             missing_grace_seconds=GRACE,
+            **OUTAGE,
             execution_timeout=timedelta(minutes=10),
             **CLUSTER,
         )

@@ -25,6 +25,10 @@ CLUSTER = {
 }
 JOB_ID = os.environ.get("SLURMAPI_WATCH_JOB_ID", "1")
 DEFERRABLE = os.environ.get("SLURMAPI_DEFERRABLE", "true").lower() != "false"
+SENSOR_MODE = os.environ.get("SLURMAPI_SENSOR_MODE", "poke")
+SENSOR_TIMEOUT = float(os.environ.get("SLURMAPI_SENSOR_TIMEOUT", "120"))
+# Only passed when set, so the DAGs also parse with providers that predate the argument.
+OUTAGE = {"outage_tolerance_seconds": float(v)} if (v := os.environ.get("SLURMAPI_OUTAGE_TOLERANCE")) else {}
 
 DAGS = {}
 with DAG(dag_id="slurm_watch_sensor", start_date=datetime(2026, 1, 1), schedule=None) as dag:
@@ -32,9 +36,11 @@ with DAG(dag_id="slurm_watch_sensor", start_date=datetime(2026, 1, 1), schedule=
         task_id="sense",
         job_id=JOB_ID,
         deferrable=DEFERRABLE,
+        mode=SENSOR_MODE,
         poke_interval=0.5,
-        timeout=120,
+        timeout=SENSOR_TIMEOUT,
         missing_grace_seconds=2,
+        **OUTAGE,
         **CLUSTER,
     )
 DAGS["sensor"] = dag
