@@ -4,12 +4,16 @@ Starts ``slurmapi-emulator`` (the console command users run too) on a free port 
 service-account key, points ``google_cloud_default`` at it, migrates a throw-away Airflow database in
 ``.demo/airflow`` and runs ``example_dags/example_slurm_submit.py`` with ``dag.test()`` (deferrable:
 the trigger runs in the same process). Prints SUCCESS or the failure, and stops the emulator.
+
+A run that succeeded but logged an error or a traceback is a failure too: a user's first run must be
+clean. ``SLURMAPI_DEMO_DIR`` puts the demo's files elsewhere than ``.demo`` (the tests use it).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -18,8 +22,15 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DEMO = REPO / ".demo"
+DEMO = Path(os.environ.get("SLURMAPI_DEMO_DIR") or REPO / ".demo")
 BIN = Path(sys.executable).parent
+# An ERROR or CRITICAL line of Airflow's (structlog: "[error   ]") or of stdlib logging, or a traceback.
+_PROBLEM = re.compile(r"\[(?:error|critical)\s*\]|^(?:ERROR|CRITICAL)\b|Traceback \(most recent call last\)", re.M)
+
+
+def log_problems(text: str) -> list[str]:
+    """The lines of a run's log that say something went wrong."""
+    return [line for line in text.splitlines() if _PROBLEM.search(line)]
 
 
 def main() -> int:
@@ -73,6 +84,11 @@ def main() -> int:
         (DEMO / "dag-test.log").write_text(run.stdout + run.stderr)
         shown = [line for line in (run.stdout + run.stderr).splitlines() if "Slurm" in line or "slurm" in line]
         print("\n".join(shown[-15:]))
+        problems = log_problems(run.stdout + run.stderr)
+        if run.returncode == 0 and problems:
+            print("\nFAILED: the run succeeded but logged errors (full log: .demo/dag-test.log):", file=sys.stderr)
+            print("\n".join(problems), file=sys.stderr)
+            return 1
         if run.returncode == 0:
             print("\nSUCCESS: example_slurm_submit ran end to end against the emulator (full log: .demo/dag-test.log)")
             return 0

@@ -46,6 +46,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "long": {"script": "#!/bin/bash\nsleep 600\n"},
     "script_file": {"script": "train_step.sh"},
     "completes_slowly": {"script": "#!/bin/bash\necho working\nsleep 6\necho done\n"},
+    # Runs until a file named "release" appears in its working directory (the test creates it).
+    "until_released": {"script": "#!/bin/bash\nwhile [ ! -e release ]; do sleep 0.2; done\necho released\n"},
 }
 
 DAGS: dict[str, Any] = {}

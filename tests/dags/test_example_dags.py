@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+import importlib.util
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import DAGS_FOLDER, REPO, load_dag, run_dag
+
+
+def _demo_module() -> Any:
+    spec = importlib.util.spec_from_file_location("slurmapi_demo", REPO / "scripts" / "demo.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# The demo's own test of a clean log: ERROR/CRITICAL lines and tracebacks.
+log_problems = _demo_module().log_problems
 
 EXAMPLES = sorted(p.name for p in (REPO / "example_dags").glob("example_*.py"))
 
@@ -25,12 +43,23 @@ def test_example_dags_parse_without_errors(airflow_db: Any) -> None:
 @pytest.mark.parametrize("deferrable", [True, False], ids=["deferrable", "sync"])
 @pytest.mark.parametrize("file_name", EXAMPLES)
 def test_example_dag_runs_green(
-    file_name: str, deferrable: bool, airflow_db: Any, gcp_connection: Any, monkeypatch: Any
+    file_name: str,
+    deferrable: bool,
+    airflow_db: Any,
+    gcp_connection: Any,
+    monkeypatch: Any,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setenv("SLURMAPI_DEFERRABLE", str(deferrable).lower())
     dag = load_dag(file_name)
-    state, tasks = run_dag(dag)
+    with caplog.at_level(logging.INFO):
+        state, tasks = run_dag(dag)
     assert state == "success", tasks
+    errors = [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, "a green run logged errors"
+    printed = "".join(capfd.readouterr())
+    assert not log_problems(printed + caplog.text), "a green run logged errors or a traceback"
     assert set(tasks.values()) == {"success"}
     jobs = [job for job in gcp_connection.jobs() if f"dag={dag.dag_id}" in (job.get("comment") or "")]
     assert jobs, "the DAG's job carries its task-instance tag in its comment"
@@ -39,3 +68,19 @@ def test_example_dag_runs_green(
     else:
         assert {job["state"] for job in jobs} == {"COMPLETED"}
         assert len(jobs) == len({job["comment"] for job in jobs}), "one job per task instance"
+
+
+def test_make_demo_runs_clean(tmp_path: Path) -> None:
+    """``make demo`` end to end (its own emulator and Airflow home): green, no error line, no traceback."""
+    env = {**os.environ, "SLURMAPI_DEMO_DIR": str(tmp_path)}
+    for name in ("AIRFLOW_HOME", "AIRFLOW__CORE__DAGS_FOLDER", "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT"):
+        env.pop(name, None)  # the demo sets its own
+    run = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "demo.py")], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "SUCCESS" in run.stdout
+    log = (tmp_path / "dag-test.log").read_text()
+    assert "Slurm job" in log, "the demo's log holds the run"
+    assert not log_problems(log), log_problems(log)
+    assert not log_problems(run.stdout + run.stderr)
