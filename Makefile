@@ -35,7 +35,7 @@ test: install lint slurm-lab-up
 
 ## The hook, DAG and fault tests again on Airflow 2.11 (the 3.x-only trigger-runner tests excluded).
 test-airflow2: $(VENV2)/.installed
-	$(PY2) -m pytest -q -p no:cacheprovider -m "not slurm" tests/unit tests/hooks tests/emulator tests/dags tests/faults/test_fault_matrix.py
+	$(PY2) -m pytest -q -p no:cacheprovider -m "not slurm" tests/unit tests/hooks tests/emulator tests/dags tests/faults/test_fault_matrix.py tests/faults/test_outage.py
 
 ## Everything but real Slurm.
 test-fast: install
