@@ -103,6 +103,41 @@ def split_host_header(value: str) -> tuple[str, int] | None:
     return name.lower(), int(digits)
 
 
+class FirstHeadDeadlineSite(web.TCPSite):
+    """A TCP site that closes a connection whose first request head is not in within `timeout` s.
+
+    aiohttp's keep-alive timer (set to the same timeout) bounds the wait for every later request
+    head on a connection, and in recent versions the first one too; this covers the first one on
+    any version. The guard middleware calls `request_started` as each request reaches it.
+    """
+
+    def __init__(self, runner: web.BaseRunner, host: str, port: int, timeout: float) -> None:
+        super().__init__(runner, host, port)
+        self._head_timeout = timeout
+        self._waiting: dict[int, Any] = {}  # connections with no request yet, by id of their handler
+
+    def _protocol(self) -> asyncio.BaseProtocol:
+        server = self._runner.server
+        assert server is not None
+        handler = server()
+        self._waiting[id(handler)] = handler
+        asyncio.get_running_loop().call_later(self._head_timeout, self._expire, id(handler))
+        return handler
+
+    def _expire(self, key: int) -> None:
+        handler = self._waiting.pop(key, None)
+        if handler is not None:
+            handler.force_close()
+
+    def request_started(self, protocol: object) -> None:
+        self._waiting.pop(id(protocol), None)
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)  # registers the site with its runner
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._protocol, self._host, self._port, backlog=self._backlog)
+
+
 class ConnectionReset(Exception):
     """Raised inside a handler to drop the TCP connection without answering."""
 
@@ -155,6 +190,7 @@ class EmulatorServer:
         self.control_token = config.control_token or secrets.token_urlsafe(32)
         self.control_token_file: Path | None = None
         self._control_routes: set[web.AbstractRoute] = set()
+        self._site: FirstHeadDeadlineSite | None = None
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -209,7 +245,7 @@ class EmulatorServer:
             app, access_log=None, handle_signals=False, keepalive_timeout=cfg.header_timeout, lingering_time=1.0
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, cfg.host, cfg.port)
+        site = self._site = FirstHeadDeadlineSite(self._runner, cfg.host, cfg.port, cfg.header_timeout)
         await site.start()
         addresses = self._runner.addresses
         self.port = int(addresses[0][1])
@@ -261,6 +297,8 @@ class EmulatorServer:
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
         """Host check, control token, bounded body read: before any handler sees the request."""
+        if self._site is not None:
+            self._site.request_started(request.protocol)
         if not self._host_allowed(request):
             log.warning("refused a request for Host %r (not this server on loopback)", request.headers.get("Host"))
             return web.json_response(
@@ -290,6 +328,9 @@ class EmulatorServer:
                 {"error": f"request body not received within {self.config.body_timeout} s"}, status=408
             )
             response.force_close()
+            await response.prepare(request)
+            await response.write_eof()
+            request.protocol.force_close()  # the answer is out (close flushes it): read no more of this body
             return response
         return await handler(request)
 

@@ -168,10 +168,17 @@ def test_allow_remote_binds_and_still_checks_the_host_header() -> None:
 
 
 # ---------------------------------------------------------------- timeouts and size
-def test_a_trickled_request_head_is_cut_off(make_emulator: Callable[..., EmulatorHandle]) -> None:
+@pytest.mark.parametrize("after_a_request", [False, True], ids=["first-request", "kept-alive"])
+def test_a_trickled_request_head_is_cut_off(
+    make_emulator: Callable[..., EmulatorHandle], after_a_request: bool
+) -> None:
     emu = make_emulator(header_timeout=1.0)
+    host = f"127.0.0.1:{emu.port}"
     with socket.create_connection(("127.0.0.1", emu.port), timeout=10) as sock:
-        sock.sendall(f"GET /_emulator/health HTTP/1.1\r\nHost: 127.0.0.1:{emu.port}\r\n".encode())
+        if after_a_request:  # a served request first: the timer restarts for the next head
+            sock.sendall(http("GET", "/_emulator/health", host, emu.control_headers()).replace(b"close", b"keep-alive"))
+            assert status_of(sock.recv(65536)) == 200
+        sock.sendall(f"GET /_emulator/health HTTP/1.1\r\nHost: {host}\r\n".encode())
         started = time.monotonic()
         closed = False
         for n in range(40):  # one header line every 0.25 s: 10 s of trickle if nobody stops it
