@@ -310,7 +310,7 @@ class EmulatorServer:
             )
         if self._is_control(request):
             given = request.headers.get(CONTROL_HEADER, "")
-            if not secrets.compare_digest(given.encode(), self.control_token.encode()):
+            if not secrets.compare_digest(given.encode("utf-8", "replace"), self.control_token.encode()):
                 where = f" (it is in {self.control_token_file})" if self.control_token_file else ""
                 log.warning("refused %s %s: no valid %s", request.method, request.path, CONTROL_HEADER)
                 return web.json_response(

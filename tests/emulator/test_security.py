@@ -65,7 +65,7 @@ def test_control_paths_need_the_control_token(
     emu: EmulatorHandle, method: str, path: str, body: dict[str, str] | None
 ) -> None:
     url = emu.url + path
-    for headers in ({}, {CONTROL_HEADER: "guessed-" + "x" * 40}, {CONTROL_HEADER: ""}):
+    for headers in ({}, {CONTROL_HEADER: "guessed-" + "x" * 40}, {CONTROL_HEADER: ""}, {CONTROL_HEADER: "é"}):
         resp = requests.request(method, url, json=body, headers=headers, timeout=10)
         assert resp.status_code == 401, (headers, resp.text)
         assert CONTROL_HEADER in resp.json()["error"]
