@@ -104,7 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=30.0,
         metavar="S",
-        help="close a connection whose request head takes longer, or that idles longer (default 30)",
+        help="close a new connection whose first request head is not in within S seconds (default 30)",
+    )
+    g.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=75.0,
+        metavar="S",
+        help="close a kept-alive connection whose next request head is not in within S seconds (default 75)",
     )
     g.add_argument(
         "--body-timeout",
@@ -241,6 +248,7 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
         allowed_hosts=args.allowed_hosts,
         control_token_file=args.control_token_file,
         header_timeout=args.header_timeout,
+        idle_timeout=args.idle_timeout,
         body_timeout=args.body_timeout,
     )
 

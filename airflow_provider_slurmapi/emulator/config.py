@@ -58,7 +58,8 @@ class EmulatorConfig:
     allowed_hosts: list[str] = field(default_factory=list)  # extra Host header names accepted
     control_token: str | None = field(default=None, repr=False)  # for /_emulator/*; None: random per start
     control_token_file: PathLike | None = None  # where the control token is written (mode 0600)
-    header_timeout: float = 30.0  # a request head must arrive within this; idle connections close then
+    header_timeout: float = 30.0  # a connection's first request head must be in within this
+    idle_timeout: float = 75.0  # then each next head (longer than the usual 30/60 s poll intervals)
     body_timeout: float = 60.0  # a request body must arrive within this once the head is in
 
     def validate(self) -> None:
@@ -79,8 +80,8 @@ class EmulatorConfig:
                 "as your user, so anyone who can reach it could run commands on this machine. Bind "
                 "127.0.0.1 (the default) or ::1, or add --allow-remote (allow_remote=True) if you mean it"
             )
-        if self.header_timeout <= 0 or self.body_timeout <= 0:
-            raise ValueError("header_timeout and body_timeout must be > 0 seconds")
+        if min(self.header_timeout, self.idle_timeout, self.body_timeout) <= 0:
+            raise ValueError("header_timeout, idle_timeout and body_timeout must be > 0 seconds")
         if self.control_token is not None and len(self.control_token) < 16:
             raise ValueError("control_token must be at least 16 characters (leave it unset for a random one)")
         if self.slurmrestd and not self.slurm_token_file:

@@ -106,9 +106,10 @@ def split_host_header(value: str) -> tuple[str, int] | None:
 class FirstHeadDeadlineSite(web.TCPSite):
     """A TCP site that closes a connection whose first request head is not in within `timeout` s.
 
-    aiohttp's keep-alive timer (set to the same timeout) bounds the wait for every later request
-    head on a connection, and in recent versions the first one too; this covers the first one on
-    any version. The guard middleware calls `request_started` as each request reaches it.
+    aiohttp's keep-alive timer bounds the wait for every later request head on a connection (and
+    in recent versions for the first one too, but only as long as the idle timeout); this bounds
+    the first one on any version. The guard middleware calls `request_started` as each request
+    reaches it.
     """
 
     def __init__(self, runner: web.BaseRunner, host: str, port: int, timeout: float) -> None:
@@ -238,11 +239,11 @@ class EmulatorServer:
             app.router.add_get(f"{CONTROL_PREFIX}/health", self.handle_health),
         )
         self._control_routes = set(control)
-        # keepalive_timeout also bounds the wait for a request head, from the connection's start or
-        # the previous answer: a client trickling header bytes is cut off (aiohttp closes a
+        # keepalive_timeout bounds the wait for the next request head after an answer: a client
+        # trickling header bytes on a kept-alive connection is cut off too (aiohttp closes a
         # connection still waiting for its request when it expires).
         self._runner = web.AppRunner(
-            app, access_log=None, handle_signals=False, keepalive_timeout=cfg.header_timeout, lingering_time=1.0
+            app, access_log=None, handle_signals=False, keepalive_timeout=cfg.idle_timeout, lingering_time=1.0
         )
         await self._runner.setup()
         site = self._site = FirstHeadDeadlineSite(self._runner, cfg.host, cfg.port, cfg.header_timeout)

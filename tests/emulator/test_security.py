@@ -172,7 +172,7 @@ def test_allow_remote_binds_and_still_checks_the_host_header() -> None:
 def test_a_trickled_request_head_is_cut_off(
     make_emulator: Callable[..., EmulatorHandle], after_a_request: bool
 ) -> None:
-    emu = make_emulator(header_timeout=1.0)
+    emu = make_emulator(header_timeout=1.0, idle_timeout=1.0)
     host = f"127.0.0.1:{emu.port}"
     with socket.create_connection(("127.0.0.1", emu.port), timeout=10) as sock:
         if after_a_request:  # a served request first: the timer restarts for the next head
