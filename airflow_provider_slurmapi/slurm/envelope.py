@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -215,12 +216,34 @@ def describe_slurm_error(error: Mapping[str, Any]) -> str:
     return head or description or preview(error)
 
 
+class _TooDeep(ValueError):
+    """JSON nested deeper than Python's parser can follow."""
+
+
 def _load_json(data: str | bytes) -> Any:
-    """``json.loads``, with a nesting too deep for Python's parser reported like any invalid JSON."""
+    """``json.loads`` that fails only with ``ValueError``.
+
+    Nesting too deep for the parser is a :class:`_TooDeep`; an integer of thousands of digits (which
+    Python refuses to convert) is read as an infinite float, so that only its own field is refused
+    by the readers, not the whole answer.
+    """
     try:
         return json.loads(data)
     except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
+        raise _TooDeep("JSON nested too deeply") from None
+    except ValueError as exc:
+        if "integer string conversion" not in str(exc):
+            raise
+    try:
+        return json.loads(data, parse_int=_bounded_int)
+    except RecursionError:
+        raise _TooDeep("JSON nested too deeply") from None
+
+
+def _bounded_int(digits: str) -> int | float:
+    if len(digits) <= 40:
+        return int(digits)
+    return -math.inf if digits.startswith("-") else math.inf
 
 
 def parse_envelope(http_status: int, content: bytes, *, method: str, path: str, cluster: ClusterRef) -> SlurmResponse:
@@ -268,11 +291,11 @@ def parse_envelope(http_status: int, content: bytes, *, method: str, path: str, 
         response.body = raw_body
     elif isinstance(raw_body, str) and raw_body.strip():
         try:
-            parsed = json.loads(raw_body)
-        except RecursionError:
+            parsed = _load_json(raw_body)
+        except _TooDeep:
             raise MalformedResponseError(
                 f"Slurm's answer to {method} {path} is JSON nested too deeply to read "
-                f"({_preview(raw_body.encode())!r})."
+                f"({_preview(raw_body.encode('utf-8', 'replace'))!r})."
             ) from None
         except ValueError:
             response.text = raw_body
