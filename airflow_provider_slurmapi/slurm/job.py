@@ -417,7 +417,7 @@ class SlurmJob:
         if job_id is None or job_id <= 0:
             raise _BadShape(data.get("job_id"), "a positive job id", "job_id")
         state = data.get("state")
-        if state not in _STATE_NAMES:
+        if not isinstance(state, str) or state not in _STATE_NAMES:
             raise _BadShape(state, "a Slurm base state name", "state")
         flags = data.get("flags") or []
         if not isinstance(flags, list | tuple) or not all(isinstance(f, str) for f in flags):
