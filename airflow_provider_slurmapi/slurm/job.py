@@ -80,8 +80,9 @@ class _BadShape(Exception):
 class _Fields:
     """The fields of one raw job record, each read strictly: a wrong shape names its field."""
 
-    def __init__(self, raw: Mapping[str, Any]) -> None:
+    def __init__(self, raw: Mapping[str, Any], job_id: int = 0) -> None:
         self.raw = raw
+        self.job_id = job_id
 
     def read(self, field: str, reader: Any) -> Any:
         try:
@@ -126,9 +127,10 @@ def _malformed(raw: Any, bad: _BadShape, source: str) -> MalformedRecordError:
 def _record(raw: Any) -> _Fields:
     if not isinstance(raw, Mapping):
         raise _BadShape(raw, "a job object", "jobs[]")
-    if record_job_id(raw) is None:
+    job_id = record_job_id(raw)
+    if job_id is None:
         raise _BadShape(raw.get("job_id"), "a positive job id", "job_id")
-    return _Fields(raw)
+    return _Fields(raw, job_id)
 
 
 def format_duration(seconds: int | float | None) -> str:
@@ -248,7 +250,7 @@ class SlurmJob:
         state = fields.state(raw.get("job_state"), "job_state")
         end = fields.read("end_time", _timestamp)
         return cls(
-            job_id=int(raw["job_id"]),
+            job_id=fields.job_id,
             state_info=state,
             source="live",
             name=fields.read("name", _text),
@@ -307,7 +309,7 @@ class SlurmJob:
         except _BadShape as bad:
             raise bad.under("time") from None
         return cls(
-            job_id=int(raw["job_id"]),
+            job_id=fields.job_id,
             state_info=state,
             source="history",
             name=fields.read("name", _text),
