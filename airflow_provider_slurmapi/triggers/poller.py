@@ -147,7 +147,7 @@ class ClusterPoller:
                 await self.poll_once()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # delivered to every trigger, which reports it as its event
+            except Exception as exc:  # to every trigger: its watch waits out an outage, fails on anything else
                 for subs in list(self._subscriptions.values()):
                     for sub in subs:
                         sub.fail(exc)
