@@ -173,7 +173,7 @@ class SlurmResponse:
 def _entries(body: Any, key: str) -> list[dict[str, Any]]:
     """``body[key]`` as a list of dicts: Slurm sends a list of objects; anything else is wrapped."""
     value = body.get(key) if isinstance(body, Mapping) else None
-    if value is None or value == [] or value == "" or value == {}:
+    if value is None or value is False or (isinstance(value, list | dict | str) and not value):
         return []
     items = value if isinstance(value, list) else [value]
     entries: list[dict[str, Any]] = []
