@@ -140,7 +140,10 @@ def check_endpoint(endpoint: object) -> str:
             f"api_endpoint={_shown(origin)}... holds spaces, control or non-ASCII characters, '%' or '\\'. "
             f"{_ENDPOINT_EXAMPLE}"
         )
-    parts = urlsplit(endpoint)
+    try:
+        parts = urlsplit(endpoint)
+    except ValueError:  # e.g. a bracketed host that is not an IPv6 address
+        raise ConfigurationError(f"api_endpoint={origin!r} is not a URL. {_ENDPOINT_EXAMPLE}") from None
     if "?" in rest or "#" in rest:
         raise ConfigurationError(
             f"api_endpoint={origin!r} has a query or a fragment (removed from this message): give only "
