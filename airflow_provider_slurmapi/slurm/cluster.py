@@ -124,8 +124,11 @@ def check_endpoint(endpoint: object) -> str:
     messages show only the scheme and host, never what was removed.
     """
     if not isinstance(endpoint, str) or "://" not in endpoint:
-        raise ConfigurationError(f"api_endpoint={_shown(endpoint)} is not a URL. {_ENDPOINT_EXAMPLE}")
+        shown = _shown(_without_secrets(endpoint)) if isinstance(endpoint, str) else f"<a {type(endpoint).__name__}>"
+        raise ConfigurationError(f"api_endpoint={shown} is not a URL. {_ENDPOINT_EXAMPLE}")
     scheme, _, rest = endpoint.partition("://")
+    if scheme.lower() not in ("http", "https"):
+        raise ConfigurationError(f"api_endpoint={_shown(_without_secrets(endpoint))} is not a URL. {_ENDPOINT_EXAMPLE}")
     authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
     if "@" in authority:
         host = authority.rpartition("@")[2]
@@ -167,6 +170,12 @@ def check_endpoint(endpoint: object) -> str:
             "would travel unencrypted. Use https, or http only to 127.0.0.1 (127.0.0.0/8), [::1] or localhost."
         )
     return f"{parts.scheme}://{parts.netloc}"
+
+
+def _without_secrets(text: str) -> str:
+    """An endpoint as it may be shown: no query or fragment, nothing before an '@'."""
+    text = re.split(r"[?#]", text, maxsplit=1)[0]
+    return "<credentials removed>@" + text.rpartition("@")[2] if "@" in text else text
 
 
 def _valid_host(host: str, authority: str) -> bool:

@@ -204,6 +204,29 @@ def test_endpoints_with_more_than_an_origin_or_clear_http_are_refused(endpoint: 
     assert "hunter2" not in str(info.value)
 
 
+_SECRET = "Zq9-secret-Zq9"
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    scheme=st.sampled_from(["http", "https", "HTTPS", "ftp", "", "http:"]),
+    host=st.sampled_from(["127.0.0.1:8080", "example.com", "[::1]", "", "h@x", "exa mple"]),
+    where=st.sampled_from(["userinfo", "user", "query", "fragment", "query-no-slash"]),
+    noise=st.text(alphabet="/?#@:%\\ ", max_size=3),
+)
+def test_no_endpoint_error_repeats_credentials_or_queries(scheme: str, host: str, where: str, noise: str) -> None:
+    endpoint = {
+        "userinfo": f"{scheme}://me:{_SECRET}@{host}{noise}",
+        "user": f"{scheme}://{_SECRET}@{host}/{noise}",
+        "query": f"{scheme}://{host}/?key={_SECRET}{noise}",
+        "fragment": f"{scheme}://{host}{noise}#{_SECRET}",
+        "query-no-slash": f"{scheme}://{host}?{_SECRET}",
+    }[where]
+    with pytest.raises(ConfigurationError) as info:
+        check_endpoint(endpoint)
+    assert _SECRET not in str(info.value)
+
+
 # -- job ids -----------------------------------------------------------------------------------------
 BAD_JOB_IDS: list[Any] = ["5_3", "1.2", True, False, 7.9, 7.0, "\u0663", "\uff15", 0, -1, "-1", "", " ", None, "5 6"]
 
