@@ -12,14 +12,19 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_slurmapi._compat import AirflowException, BaseOperator
+from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException, BaseOperator
 from airflow_provider_slurmapi.cluster_args import (
     CLUSTER_TEMPLATE_FIELDS,
     SlurmClusterMixin,
     default_deferrable,
     parse_job_id,
 )
-from airflow_provider_slurmapi.slurm.errors import ConfigurationError, JobNotFoundError, SlurmApiError
+from airflow_provider_slurmapi.slurm.errors import (
+    ConfigurationError,
+    JobNotFoundError,
+    SignalOutcomeUnknownError,
+    SlurmApiError,
+)
 from airflow_provider_slurmapi.slurm.spec import prepare_submission, task_comment, task_tag
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
 from airflow_provider_slurmapi.slurm.watch import DEFAULT_MISSING_GRACE_SECONDS, JobWatch
@@ -292,7 +297,8 @@ class SlurmCancelJobOperator(SlurmClusterMixin, BaseOperator):
     ``{"job_id", "outcome", "state"}``.
 
     :param job_id: the Slurm job id. Templated (e.g. ``{{ ti.xcom_pull('submit') }}``).
-    :param signal: send this signal instead of cancelling (``SIGTERM``, ``SIGUSR1``...).
+    :param signal: send this signal instead of cancelling (``SIGTERM``, ``SIGUSR1``...). Sent once:
+        if its answer is lost, the task fails without a retry (a retry would deliver it again).
     """
 
     template_fields: Sequence[str] = ("job_id", "signal", *CLUSTER_TEMPLATE_FIELDS)
@@ -333,7 +339,10 @@ class SlurmCancelJobOperator(SlurmClusterMixin, BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         self.check_cluster_args()
         job_id = parse_job_id(self.job_id)
-        outcome = self.hook.cancel_job(job_id, signal=self.signal)
+        try:
+            outcome = self.hook.cancel_job(job_id, signal=self.signal)
+        except SignalOutcomeUnknownError as exc:
+            raise AirflowFailException(str(exc)) from exc  # a task retry would deliver the signal again
         self.log.info("Cancel of Slurm job %s: %s.", job_id, outcome.value)
         job = self.hook.get_job(job_id)
         if self.wait_for_termination and self.signal is None:

@@ -12,7 +12,7 @@ import os
 from datetime import datetime, timedelta
 
 from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
-from airflow_provider_slurmapi.operators.slurm import SlurmSubmitJobOperator
+from airflow_provider_slurmapi.operators.slurm import SlurmCancelJobOperator, SlurmSubmitJobOperator
 from airflow_provider_slurmapi.sensors.slurm import SlurmJobSensor
 
 if AIRFLOW_V_3_0_PLUS:
@@ -110,3 +110,15 @@ with DAG(dag_id="slurm_hostile_env_secret", **ARGS) as dag:
         region="us-central1",
     )
 DAGS["env_secret"] = dag
+
+with DAG(dag_id="slurm_hostile_signal", **ARGS) as dag:
+    SlurmCancelJobOperator(
+        task_id="signal",
+        job_id="{{ dag_run.conf['job_id'] }}",
+        signal="SIGUSR1",
+        retries=2,
+        retry_delay=timedelta(seconds=0),
+        cluster_id=CLUSTER_ID,
+        region="us-central1",
+    )
+DAGS["signal"] = dag

@@ -85,3 +85,20 @@ def test_plain_cancel_is_still_retried_after_a_5xx(hook_kind: str, gcp_connectio
         assert asyncio.run(cancel()) is CancelOutcome.CANCELLED
     assert gcp_connection.calls()["by_kind"].get("job-delete") == 2
     gcp_connection.wait_for_state(job_id, ["CANCELLED"], timeout=20)
+
+
+def test_signal_operator_fails_without_a_task_retry_when_the_answer_is_lost(
+    airflow_db: Any, gcp_connection: Any
+) -> None:
+    """With retries=2, a task retry would send the signal again: the task fails for good instead."""
+    from tests.conftest import load_dag
+    from tests.dags.test_hostile_input import run_dag_with_conf
+
+    job_id, record = start_counting_job(gcp_connection)
+    gcp_connection.reset_calls()
+    gcp_connection.add_fault("500-after@job-delete")
+    state, tasks = run_dag_with_conf(load_dag("slurm_hostile.py", "signal"), {"job_id": job_id})
+    assert gcp_connection.calls()["by_kind"].get("job-delete") == 1, "the signal DELETE was sent again"
+    assert signals_received(record) == 1
+    assert state == "failed", tasks
+    SlurmApiHook(**CLUSTER).cancel_job(job_id)
