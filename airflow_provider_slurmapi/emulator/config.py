@@ -41,6 +41,8 @@ class EmulatorConfig:
     slurm_token_file: PathLike | None = None
     slurm_user: str | None = None
     kill_wait: float = 2.0
+    # Seconds added to every answer, token endpoint included: a stand-in for Google's real latency.
+    latency: float = 0.0
 
     def validate(self) -> None:
         """Refuse settings that cannot work, before anything is started."""
@@ -54,6 +56,8 @@ class EmulatorConfig:
             raise ValueError("minute_seconds must be > 0; min_job_age and history_delay >= 0")
         if self.token_lifetime < 1:
             raise ValueError("token_lifetime must be >= 1 second")
+        if self.latency < 0:
+            raise ValueError(f"latency must be >= 0 seconds, not {self.latency!r}")
         if self.slurmrestd and not self.slurm_token_file:
             raise ValueError("gateway mode (slurmrestd) needs slurm_token_file")
 

@@ -15,6 +15,7 @@ from airflow_provider_slurmapi.cluster_args import (
     CLUSTER_TEMPLATE_FIELDS,
     SlurmClusterMixin,
     default_deferrable,
+    deferral_deadline,
     parse_job_id,
 )
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
@@ -76,16 +77,20 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
             return None
         from airflow_provider_slurmapi.triggers.slurm import SlurmJobTrigger
 
+        deadline, backstop = deferral_deadline(timedelta(seconds=self.timeout) if self.timeout else None)
+        last = self._watch.last if self._watch is not None else None
         self.defer(
             trigger=SlurmJobTrigger(
                 job_id=parse_job_id(self.job_id),
                 poll_interval=self.poke_interval,
                 cancel_on_kill=self.cancel_on_kill,
                 missing_grace_seconds=self.missing_grace_seconds,
+                deadline=deadline,
+                last_seen=last.to_dict() if last is not None else None,
                 **self.cluster_kwargs(),
             ),
             method_name="execute_complete",
-            timeout=timedelta(seconds=self.timeout) if self.timeout else None,
+            timeout=backstop,
         )
         return None
 
