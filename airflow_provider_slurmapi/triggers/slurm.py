@@ -29,6 +29,9 @@ from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
 from airflow_provider_slurmapi.slurm.watch import DEFAULT_MISSING_GRACE_SECONDS, JobWatch
 from airflow_provider_slurmapi.triggers.poller import PollerKey, Subscription, cancel_job, subscribe
 
+# Kill checks in flight before Airflow 3.3 (a task needs a strong reference until it is done).
+_pending_checks: set[asyncio.Task[None]] = set()
+
 
 class SlurmJobTrigger(BaseTrigger):
     """Fires once the Slurm job ``job_id`` is over.
@@ -148,9 +151,18 @@ class SlurmJobTrigger(BaseTrigger):
                         )
                         return
         except asyncio.CancelledError:
-            if not AIRFLOW_V_3_3_PLUS and self.cancel_on_kill and await self.safe_to_cancel():
-                await self._cancel_job("the deferred task was killed")
+            if not AIRFLOW_V_3_3_PLUS and self.cancel_on_kill:
+                # A task of its own: a second cancellation of this one must not abandon the check or the cancel.
+                check = asyncio.get_running_loop().create_task(self._cancel_if_killed())
+                _pending_checks.add(check)
+                check.add_done_callback(_pending_checks.discard)
+                await asyncio.shield(check)
             raise
+
+    async def _cancel_if_killed(self) -> None:
+        """Before Airflow 3.3: cancel if the task instance is no longer DEFERRED (a user killed it)."""
+        if await self.safe_to_cancel():
+            await self._cancel_job("the deferred task was killed")
 
     async def _next_before_deadline(self, subscription: Subscription) -> SlurmJob | None:
         """The next observation; ``TimeoutError`` once the deadline has passed."""

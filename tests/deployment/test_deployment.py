@@ -118,8 +118,9 @@ def test_triggerer_sigterm_and_restart_keeps_the_job_and_the_task_succeeds(
     assert state(lab, job_id) == "COMPLETED"
 
 
-def _processes_of(ti_id: str) -> list[int]:
-    """PIDs whose command line names the task instance (3.3: supervisor and task process titles)."""
+def _processes_of(marker: str) -> list[int]:
+    """PIDs whose command line names the task instance: Airflow 3 titles carry its UUID, Airflow 2's
+    its run id."""
     found = []
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
@@ -127,7 +128,7 @@ def _processes_of(ti_id: str) -> list[int]:
                 cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
-            if ti_id in cmdline:
+            if marker in cmdline:
                 found.append(int(proc.name))
     return found
 
@@ -141,7 +142,7 @@ def test_task_process_and_supervisor_sigkill_then_the_retry_reattaches_to_the_on
     (job_id,) = wait_jobs(gateway, "deploy_sync_retry", run)
     wait_state(lab, [job_id], "RUNNING", timeout=60)
     victims = {int(ti["pid"])} if ti.get("pid") else set()
-    victims.update(_processes_of(ti["id"]))
+    victims.update(_processes_of(ti.get("id") or run))
     assert victims, f"no process of task instance {ti['id']}"
     for pid in victims:
         with contextlib.suppress(ProcessLookupError):
