@@ -350,8 +350,21 @@ class Deployment:
         return dict(self.request("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}{suffix}"))
 
     def tis(self, dag_id: str, run_id: str, task_id: str = "job") -> list[dict[str, Any]]:
-        answer = self.request("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances", params={"limit": 1000})
-        return [t for t in answer["task_instances"] if t["task_id"] == task_id]
+        """Every task instance of ``task_id`` in the run, page by page (the API caps a page at 100)."""
+        found: list[dict[str, Any]] = []
+        while True:
+            page = self.request(
+                "GET",
+                f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances",
+                params={
+                    "limit": 100,
+                    "offset": len(found),
+                    **({"order_by": "map_index"} if self.airflow_major >= 3 else {}),
+                },
+            )["task_instances"]
+            found.extend(page)
+            if len(page) < 100:
+                return [t for t in found if t["task_id"] == task_id]
 
     def wait_ti(
         self, dag_id: str, run_id: str, states: set[str], task_id: str = "job", timeout: float = WAIT
