@@ -12,7 +12,7 @@ VENV3X ?= .venv-airflow3x
 PY3X   := $(VENV3X)/bin/python
 AIRFLOW_3X ?= 3.2.2
 
-.PHONY: demo test test-fast test-slurm test-airflow2 test-deployment deployment-deps lint bench slurm-lab-up slurm-lab-down clean install
+.PHONY: demo test test-fast test-slurm test-airflow2 test-deployment test-deployment-airflow2 test-deployment-airflow3x deployment-deps lint bench slurm-lab-up slurm-lab-down clean install
 
 $(VENV)/.installed: pyproject.toml
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
@@ -50,6 +50,13 @@ test: install lint slurm-lab-up
 ## real Slurm lab, driven through the REST API; prints the FIGURE lines it measures.
 test-deployment: install deployment-deps slurm-lab-up
 	@eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider -m deployment tests/deployment
+
+## The same deployment suite on Airflow 2.11 and on the newest 3.x before 3.3 (own venvs).
+test-deployment-airflow2: $(VENV2)/.installed deployment-deps slurm-lab-up
+	@eval "$$(scripts/slurm-lab env)" && $(PY2) -m pytest -q -p no:cacheprovider -m deployment tests/deployment
+
+test-deployment-airflow3x: $(VENV3X)/.installed deployment-deps slurm-lab-up
+	@eval "$$(scripts/slurm-lab env)" && $(PY3X) -m pytest -q -p no:cacheprovider -m deployment tests/deployment
 
 ## PostgreSQL from Debian's packages, for the deployment suite (as root; the system service is not started).
 deployment-deps:
