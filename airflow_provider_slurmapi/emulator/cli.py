@@ -251,16 +251,13 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
         slurm_token_file=args.slurm_token_file,
         slurm_user=args.slurm_user,
         kill_wait=args.kill_wait,
-<<<<<<< HEAD
         latency=args.latency,
-=======
         allow_remote=args.allow_remote,
         allowed_hosts=args.allowed_hosts,
         control_token_file=args.control_token_file,
         header_timeout=args.header_timeout,
         idle_timeout=args.idle_timeout,
         body_timeout=args.body_timeout,
->>>>>>> main
     )
 
 

@@ -54,10 +54,8 @@ class EmulatorConfig:
     slurm_token_file: PathLike | None = None
     slurm_user: str | None = None
     kill_wait: float = 2.0
-<<<<<<< HEAD
     # Seconds added to every answer, token endpoint included: a stand-in for Google's real latency.
     latency: float = 0.0
-=======
     allow_remote: bool = False  # bind a non-loopback address (anyone who reaches it can run scripts)
     allowed_hosts: list[str] = field(default_factory=list)  # extra Host header names accepted
     control_token: str | None = field(default=None, repr=False)  # for /_emulator/*; None: random per start
@@ -65,7 +63,6 @@ class EmulatorConfig:
     header_timeout: float = 30.0  # a connection's first request head must be in within this
     idle_timeout: float = 75.0  # then each next head (longer than the usual 30/60 s poll intervals)
     body_timeout: float = 60.0  # a request body must arrive within this once the head is in
->>>>>>> main
 
     def validate(self) -> None:
         """Refuse settings that cannot work, before anything is started."""
@@ -79,10 +76,8 @@ class EmulatorConfig:
             raise ValueError("minute_seconds must be > 0; min_job_age and history_delay >= 0")
         if self.token_lifetime < 1:
             raise ValueError("token_lifetime must be >= 1 second")
-<<<<<<< HEAD
         if self.latency < 0:
             raise ValueError(f"latency must be >= 0 seconds, not {self.latency!r}")
-=======
         if not self.allow_remote and not is_loopback(self.host):
             raise ValueError(
                 f"host {self.host!r} is not a loopback address: the emulator runs every script it is sent "
@@ -93,7 +88,6 @@ class EmulatorConfig:
             raise ValueError("header_timeout, idle_timeout and body_timeout must be > 0 seconds")
         if self.control_token is not None and len(self.control_token) < 16:
             raise ValueError("control_token must be at least 16 characters (leave it unset for a random one)")
->>>>>>> main
         if self.slurmrestd and not self.slurm_token_file:
             raise ValueError("gateway mode (slurmrestd) needs slurm_token_file")
 
