@@ -32,7 +32,7 @@ $(VENV2)/.installed: pyproject.toml
 $(VENV3X)/.installed: pyproject.toml
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	@test -x $(PY3X) || uv venv --quiet --python 3.11 $(VENV3X) 2>/dev/null || uv venv --quiet $(VENV3X)
-	uv pip install --quiet -p $(PY3X) "apache-airflow==$(AIRFLOW_3X)" apache-airflow-providers-google "pydantic<2.13" -e ".[test]"
+	uv pip install --quiet -p $(PY3X) "apache-airflow==$(AIRFLOW_3X)" apache-airflow-providers-google -e ".[test]"
 	@touch $@
 
 ## Run example_dags/example_slurm_submit.py end to end against the local emulator.
