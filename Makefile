@@ -7,7 +7,12 @@ export SLURMAPI_SHARED_DIR ?= $(abspath ../shared)
 VENV2  ?= .venv-airflow2
 PY2    := $(VENV2)/bin/python
 
-.PHONY: demo test test-fast test-slurm test-airflow2 lint bench slurm-lab-up slurm-lab-down clean install
+# The newest Airflow 3 before 3.3 (triggers are not given on_kill): the safe_to_cancel path.
+VENV3X ?= .venv-airflow3x
+PY3X   := $(VENV3X)/bin/python
+AIRFLOW_3X ?= 3.2.2
+
+.PHONY: demo test test-fast test-slurm test-airflow2 test-deployment test-deployment-airflow2 test-deployment-airflow3x deployment-deps lint bench slurm-lab-up slurm-lab-down clean install
 
 $(VENV)/.installed: pyproject.toml
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
@@ -24,14 +29,42 @@ $(VENV2)/.installed: pyproject.toml
 	uv pip install --quiet -p $(PY2) "apache-airflow==2.11.*" apache-airflow-providers-google -e ".[test]"
 	@touch $@
 
+$(VENV3X)/.installed: pyproject.toml
+	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
+	@test -x $(PY3X) || uv venv --quiet --python 3.11 $(VENV3X) 2>/dev/null || uv venv --quiet $(VENV3X)
+	uv pip install --quiet -p $(PY3X) "apache-airflow==$(AIRFLOW_3X)" apache-airflow-providers-google -e ".[test]"
+	@touch $@
+
 ## Run example_dags/example_slurm_submit.py end to end against the local emulator.
 demo: install
 	$(PY) scripts/demo.py
 
-## The whole suite: lint, unit, emulator, Airflow DAG runs, real Slurm (brings the lab up), then Airflow 2.11.
+## The whole suite: lint, unit, emulator, Airflow DAG runs, real Slurm (brings the lab up), a real
+## Airflow deployment, then Airflow 2.11.
 test: install lint slurm-lab-up
-	@eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider
+	@eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider -m "not deployment"
+	$(MAKE) test-deployment
 	$(MAKE) test-airflow2
+
+## A real deployment (PostgreSQL; api-server, scheduler, dag-processor, triggerer as processes) on the
+## real Slurm lab, driven through the REST API; prints the FIGURE lines it measures.
+test-deployment: install deployment-deps slurm-lab-up
+	@eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider -m deployment tests/deployment
+
+## The same deployment suite on Airflow 2.11 and on the newest 3.x before 3.3 (own venvs).
+test-deployment-airflow2: $(VENV2)/.installed deployment-deps slurm-lab-up
+	@eval "$$(scripts/slurm-lab env)" && $(PY2) -m pytest -q -p no:cacheprovider -m deployment tests/deployment
+
+test-deployment-airflow3x: $(VENV3X)/.installed deployment-deps slurm-lab-up
+	@eval "$$(scripts/slurm-lab env)" && $(PY3X) -m pytest -q -p no:cacheprovider -m deployment tests/deployment
+
+## PostgreSQL from Debian's packages, for the deployment suite (as root; the system service is not started).
+deployment-deps:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+		test "$$(id -u)" = 0 || { echo "PostgreSQL missing: run 'make deployment-deps' as root" >&2; exit 1; }; \
+		printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+		status=$$?; rm -f /usr/sbin/policy-rc.d; exit $$status; }
 
 ## The hook, DAG and fault tests again on Airflow 2.11 (the 3.x-only trigger-runner tests excluded).
 test-airflow2: $(VENV2)/.installed
@@ -39,7 +72,7 @@ test-airflow2: $(VENV2)/.installed
 
 ## Everything but real Slurm.
 test-fast: install
-	$(PY) -m pytest -q -m "not slurm" -p no:cacheprovider
+	$(PY) -m pytest -q -m "not slurm and not deployment" -p no:cacheprovider
 
 ## Only the real-Slurm suite.
 test-slurm: install slurm-lab-up

@@ -6,7 +6,9 @@ libraries, aiohttp) is only imported when a task runs.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +23,10 @@ if TYPE_CHECKING:
 # ``timeout``): next_method "__fail__" with this error. Both are internal names of Airflow's.
 TRIGGER_FAIL_METHOD = "__fail__"
 TRIGGER_TIMEOUT_ERROR = "Trigger timeout"
+
+# Airflow's own deferral timeout fires this long after the trigger's deadline: the trigger cancels the
+# job and reports the timeout itself; Airflow's timeout is the backstop if the trigger cannot.
+DEADLINE_BACKSTOP_SECONDS = 60.0
 
 CLUSTER_TEMPLATE_FIELDS: tuple[str, ...] = ("region", "cluster_id", "project_id", "gcp_conn_id", "impersonation_chain")
 
@@ -106,6 +112,13 @@ class SlurmClusterMixin:
         from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
 
         return SlurmApiHook(**self.cluster_kwargs())
+
+
+def deferral_deadline(timeout: timedelta | None) -> tuple[float | None, timedelta | None]:
+    """The trigger's deadline (epoch seconds) and Airflow's backstop timeout for a wait of ``timeout``."""
+    if timeout is None:
+        return None, None
+    return time.time() + timeout.total_seconds(), timeout + timedelta(seconds=DEADLINE_BACKSTOP_SECONDS)
 
 
 def default_deferrable() -> bool:

@@ -202,6 +202,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds between SIGTERM and SIGKILL on cancel/time limit (default 2)",
     )
+    s.add_argument(
+        "--latency",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="seconds added to every answer, token endpoint included (default 0)",
+    )
     s.add_argument("--workdir", help="where jobs without a usable cwd run (default: a new temp dir)")
     s.add_argument(
         "--fault",
@@ -244,6 +251,7 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
         slurm_token_file=args.slurm_token_file,
         slurm_user=args.slurm_user,
         kill_wait=args.kill_wait,
+        latency=args.latency,
         allow_remote=args.allow_remote,
         allowed_hosts=args.allowed_hosts,
         control_token_file=args.control_token_file,

@@ -54,6 +54,8 @@ class EmulatorConfig:
     slurm_token_file: PathLike | None = None
     slurm_user: str | None = None
     kill_wait: float = 2.0
+    # Seconds added to every answer, token endpoint included: a stand-in for Google's real latency.
+    latency: float = 0.0
     allow_remote: bool = False  # bind a non-loopback address (anyone who reaches it can run scripts)
     allowed_hosts: list[str] = field(default_factory=list)  # extra Host header names accepted
     control_token: str | None = field(default=None, repr=False)  # for /_emulator/*; None: random per start
@@ -74,6 +76,8 @@ class EmulatorConfig:
             raise ValueError("minute_seconds must be > 0; min_job_age and history_delay >= 0")
         if self.token_lifetime < 1:
             raise ValueError("token_lifetime must be >= 1 second")
+        if self.latency < 0:
+            raise ValueError(f"latency must be >= 0 seconds, not {self.latency!r}")
         if not self.allow_remote and not is_loopback(self.host):
             raise ValueError(
                 f"host {self.host!r} is not a loopback address: the emulator runs every script it is sent "

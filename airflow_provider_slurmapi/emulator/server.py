@@ -348,6 +348,8 @@ class EmulatorServer:
             "fault": None,
         }
         self.call_counts["total"] += 1
+        if self.config.latency:
+            await asyncio.sleep(self.config.latency)
         try:
             response = await self._envelope(request, record)
         except EnvelopeError as exc:
@@ -461,6 +463,8 @@ class EmulatorServer:
     async def handle_token(self, request: web.Request) -> web.Response:
         """The OAuth2 token endpoint google-auth's service-account credentials post to."""
         form = await request.post()
+        if self.config.latency:
+            await asyncio.sleep(self.config.latency)
         try:
             answer = self.auth.issue({k: str(v) for k, v in form.items()})
         except TokenError as exc:

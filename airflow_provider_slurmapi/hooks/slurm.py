@@ -317,7 +317,7 @@ class SlurmApiHook(GoogleBaseHook):
 
 
 # Warnings Slurm gives for an empty answer: routine for look-ups, not worth a user's attention.
-_ROUTINE_WARNINGS = ("found nothing", "No job changes since")
+_ROUTINE_WARNINGS = ("found nothing", "No job changes since", "Zero jobs to dump")
 
 
 def _log_slurm_warnings(logger: Any, response: SlurmResponse) -> None:
@@ -394,6 +394,8 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
         self._credentials: Credentials | None = None
         self._cluster: ClusterRef | None = None
         self._token_lock = asyncio.Lock()
+        # Many coroutines (e.g. a hundred cancels at once) read the connection once, not once each.
+        self._prepare_lock = asyncio.Lock()
 
     def _retry_kwargs(self) -> dict[str, Any]:
         return retry_kwargs(self.retry_seconds, initial=self.retry_initial_wait, logger=self.log)
@@ -403,11 +405,14 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
 
     async def _prepare(self) -> ClusterRef:
         if self._cluster is None:
-            sync_hook: SlurmApiHook = await self.get_sync_hook()
-            self._cluster = await asyncio.to_thread(lambda: sync_hook.cluster)
-            self._credentials = await asyncio.to_thread(sync_hook.get_credentials)
-            self.timeout = sync_hook.timeout
-            self.retry_seconds = sync_hook.retry_seconds  # the argument, else the connection's extra
+            async with self._prepare_lock:
+                if self._cluster is None:
+                    sync_hook: SlurmApiHook = await self.get_sync_hook()
+                    credentials = await asyncio.to_thread(sync_hook.get_credentials)
+                    self.timeout = sync_hook.timeout
+                    self.retry_seconds = sync_hook.retry_seconds  # the argument, else the connection's extra
+                    self._credentials = credentials
+                    self._cluster = await asyncio.to_thread(lambda: sync_hook.cluster)
         return self._cluster
 
     async def _token(self, *, force: bool = False) -> str:

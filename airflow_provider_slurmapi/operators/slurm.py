@@ -17,6 +17,7 @@ from airflow_provider_slurmapi.cluster_args import (
     CLUSTER_TEMPLATE_FIELDS,
     SlurmClusterMixin,
     default_deferrable,
+    deferral_deadline,
     parse_job_id,
 )
 from airflow_provider_slurmapi.slurm.errors import (
@@ -244,6 +245,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         if self.deferrable:
             from airflow_provider_slurmapi.triggers.slurm import SlurmJobTrigger
 
+            deadline, backstop = deferral_deadline(self.execution_timeout)
             self.defer(
                 trigger=SlurmJobTrigger(
                     job_id=job_id,
@@ -251,10 +253,12 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
                     cancel_on_kill=self.cancel_on_kill,
                     missing_grace_seconds=self.missing_grace_seconds,
                     outage_tolerance_seconds=self.outage_tolerance_seconds,
+                    deadline=deadline,
+                    last_seen=step.job.to_dict() if step.job is not None else None,
                     **self.cluster_kwargs(),
                 ),
                 method_name="execute_complete",
-                timeout=self.execution_timeout,
+                timeout=backstop,
             )
         while not step.finished:
             time.sleep(self.poll_interval)
@@ -278,6 +282,9 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         self.job_id = int(event["job_id"])
         if event.get("status") == "error":
             raise AirflowException(f"Watching Slurm job {self.job_id} failed: {event.get('message')}")
+        if event.get("status") == "timeout":  # the trigger has cancelled the job (with cancel_on_kill)
+            self._job_over = True
+            raise AirflowException(str(event.get("message")))
         from airflow_provider_slurmapi.slurm.job import SlurmJob
 
         return self._finish(context, SlurmJob.from_dict(event["job"]))

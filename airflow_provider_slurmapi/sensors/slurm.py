@@ -22,6 +22,7 @@ from airflow_provider_slurmapi.cluster_args import (
     CLUSTER_TEMPLATE_FIELDS,
     SlurmClusterMixin,
     default_deferrable,
+    deferral_deadline,
     parse_job_id,
 )
 from airflow_provider_slurmapi.slurm.errors import SlurmApiError
@@ -98,6 +99,8 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
             return None
         from airflow_provider_slurmapi.triggers.slurm import SlurmJobTrigger
 
+        deadline, backstop = deferral_deadline(timedelta(seconds=self.timeout) if self.timeout else None)
+        last = self._watch.last if self._watch is not None else None
         self.defer(
             trigger=SlurmJobTrigger(
                 job_id=parse_job_id(self.job_id),
@@ -105,10 +108,12 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
                 cancel_on_kill=self.cancel_on_kill,
                 missing_grace_seconds=self.missing_grace_seconds,
                 outage_tolerance_seconds=self.outage_tolerance_seconds,
+                deadline=deadline,
+                last_seen=last.to_dict() if last is not None else None,
                 **self.cluster_kwargs(),
             ),
             method_name="execute_complete",
-            timeout=timedelta(seconds=self.timeout) if self.timeout else None,
+            timeout=backstop,
         )
         return None
 

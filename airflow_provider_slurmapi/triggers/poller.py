@@ -12,7 +12,9 @@ same cluster through the same connection subscribes to one :class:`ClusterPoller
   missing from the live answer;
 - holds one :class:`~airflow_provider_slurmapi.hooks.slurm.SlurmApiAsyncHook`: one HTTP session, one
   credential refreshed once before it expires;
-- stops, closing its session, when its last subscriber leaves.
+- cancels jobs of killed tasks through that same session and token, concurrently, in tasks it owns,
+  so a cancel survives the repeated cancellation of the trigger that asked for it;
+- stops, closing its session, when its last subscriber leaves and its last cancel is answered.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from airflow_provider_slurmapi.slurm.states import JobStateInfo
 
 if TYPE_CHECKING:
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook
+    from airflow_provider_slurmapi.slurm.results import CancelOutcome
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +43,10 @@ MAX_IDS_PER_CALL = 10_000
 BURST_THRESHOLD = 8
 # Per-job calls (details of a few changed jobs, history of jobs gone from the queue) run this many at once.
 MAX_CONCURRENT_CALLS = 8
+# Cancels of killed tasks run this many at once (a hundred tasks marked failed together).
+MAX_CONCURRENT_CANCELS = 32
+# How long a cancel may take, retries included, before it is logged as not confirmed.
+CANCEL_CONFIRM_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +113,8 @@ class ClusterPoller:
         self._known: dict[int, SlurmJob] = {}
         self._use_state_endpoint = True
         self._task: asyncio.Task[None] | None = None
+        self._cancels: set[asyncio.Task[CancelOutcome | None]] = set()
+        self._cancel_limit = asyncio.Semaphore(MAX_CONCURRENT_CANCELS)
         self.polls = 0
 
     @property
@@ -118,14 +127,52 @@ class ClusterPoller:
             self._task = asyncio.get_running_loop().create_task(self._run(), name=f"slurm-poller-{self.key.cluster_id}")
 
     def remove(self, subscription: Subscription) -> bool:
-        """Drop a subscription; True when none is left (the poller then stops)."""
+        """Drop a subscription; True when the poller is idle (it then stops)."""
         subs = self._subscriptions.get(subscription.job_id)
         if subs is not None:
             subs.discard(subscription)
             if not subs:
                 del self._subscriptions[subscription.job_id]
                 self._known.pop(subscription.job_id, None)
-        return not self._subscriptions
+        return self.idle
+
+    @property
+    def idle(self) -> bool:
+        """No subscriber and no cancel in flight: the session may close."""
+        return not self._subscriptions and not self._cancels
+
+    def cancel(self, job_id: int, logger: Any = log) -> asyncio.Task[CancelOutcome | None]:
+        """Cancel ``job_id`` in a task this poller owns; its outcome (or failure) goes to ``logger``.
+
+        Concurrent cancels share the poller's session and token (the connection is read and the token
+        fetched once for all of them) and run ``MAX_CONCURRENT_CANCELS`` at once. The task is created in
+        the caller's context, so its log lines land in the caller's task log. Cancelling the caller
+        does not cancel it: await it through :func:`asyncio.shield`. The poller stays alive until
+        every cancel is answered.
+        """
+        task = asyncio.get_running_loop().create_task(self._cancel(job_id, logger), name=f"slurm-cancel-{job_id}")
+        self._cancels.add(task)
+        task.add_done_callback(self._cancel_finished)
+        return task
+
+    async def _cancel(self, job_id: int, logger: Any) -> CancelOutcome | None:
+        try:
+            async with asyncio.timeout(CANCEL_CONFIRM_SECONDS), self._cancel_limit:
+                outcome = await self.hook.cancel_job(job_id)
+        except Exception as exc:
+            message = "Could not confirm the cancel of Slurm job %s: %s"
+            reason = f"no answer within {CANCEL_CONFIRM_SECONDS:.0f}s" if isinstance(exc, TimeoutError) else exc
+            logger.error(message, job_id, reason)
+            if logger is not log:  # the caller's log may be gone: the triggerer's own log says it too
+                log.error(message, job_id, reason)
+            return None
+        logger.info("Slurm job %s: cancel answered %s.", job_id, outcome.value)
+        return outcome
+
+    def _cancel_finished(self, task: asyncio.Task[CancelOutcome | None]) -> None:
+        self._cancels.discard(task)
+        if self.idle:
+            _release(self)
 
     async def stop(self) -> None:
         task, self._task = self._task, None
@@ -175,10 +222,8 @@ class ClusterPoller:
             elif job_id in details:
                 job = details[job_id]
             else:
-                known = self._known.get(job_id)
-                # First sight of an unfinished job: the state alone, no extra call (N new triggers
-                # would otherwise cost N calls in one interval). Details come with its first change.
-                job = known or SlurmJob(job_id=job_id, state_info=state, source="live")
+                # Unchanged since the last round; or its details could not be read this round.
+                job = self._known.get(job_id) or SlurmJob(job_id=job_id, state_info=state, source="live")
             subscribers = self._subscriptions.get(job_id)
             if subscribers is None:  # the trigger left while this poll was in flight
                 continue
@@ -192,10 +237,12 @@ class ClusterPoller:
                 sub.publish(job)
 
     def _needs_details(self, job_id: int, state: JobStateInfo) -> bool:
+        """Details on a change of state, and at first sight: the first line names reason and node.
+
+        Many new triggers at once cost one ``jobs/`` call (a burst), not one call each.
+        """
         known = self._known.get(job_id)
-        if known is None:
-            return state.is_finished
-        return known.state_info != state
+        return known is None or known.state_info != state
 
     async def _details(self, job_ids: Sequence[int]) -> dict[int, SlurmJob | SlurmApiError | None]:
         """Full records of the jobs whose state changed: one ``jobs/`` call for a burst, else one each."""
@@ -256,9 +303,8 @@ def pollers_of_this_loop() -> dict[Hashable, ClusterPoller]:
     return _registry.setdefault(asyncio.get_running_loop(), {})
 
 
-@contextlib.asynccontextmanager
-async def subscribe(key: PollerKey, job_id: int, poll_interval: float) -> AsyncIterator[Subscription]:
-    """Watch ``job_id`` through the shared poller of ``key``; leaving the block unsubscribes."""
+def _poller_for(key: PollerKey) -> ClusterPoller:
+    """The running loop's poller of ``key``, made on first use."""
     pollers = pollers_of_this_loop()
     poller = pollers.get(key)
     if poller is None:
@@ -266,6 +312,37 @@ async def subscribe(key: PollerKey, job_id: int, poll_interval: float) -> AsyncI
 
         poller = ClusterPoller(key, SlurmApiAsyncHook(**key.hook_kwargs()))
         pollers[key] = poller
+    return poller
+
+
+# Stops of idle pollers in flight (a task needs a strong reference until it is done).
+_stopping: set[asyncio.Task[None]] = set()
+
+
+def _release(poller: ClusterPoller) -> None:
+    """Forget an idle poller and close its session (after its last cancel was answered)."""
+    pollers = pollers_of_this_loop()
+    if pollers.get(poller.key) is poller:
+        del pollers[poller.key]
+        task = asyncio.get_running_loop().create_task(poller.stop())
+        _stopping.add(task)
+        task.add_done_callback(_stopping.discard)
+
+
+async def cancel_job(key: PollerKey, job_id: int, logger: Any = log) -> CancelOutcome | None:
+    """Cancel ``job_id`` through the shared poller of ``key``; ``None`` if the cancel was not confirmed.
+
+    If the caller is cancelled while waiting (Airflow 3.3's triggerer cancels a killed trigger again
+    about every second), the cancel goes on in the poller and still logs its outcome.
+    """
+    return await asyncio.shield(_poller_for(key).cancel(job_id, logger))
+
+
+@contextlib.asynccontextmanager
+async def subscribe(key: PollerKey, job_id: int, poll_interval: float) -> AsyncIterator[Subscription]:
+    """Watch ``job_id`` through the shared poller of ``key``; leaving the block unsubscribes."""
+    pollers = pollers_of_this_loop()
+    poller = _poller_for(key)
     subscription = Subscription(job_id, poll_interval)
     poller.add(subscription)
     try:
@@ -276,4 +353,4 @@ async def subscribe(key: PollerKey, job_id: int, poll_interval: float) -> AsyncI
             await poller.stop()
 
 
-__all__ = ["ClusterPoller", "PollerKey", "Subscription", "pollers_of_this_loop", "subscribe"]
+__all__ = ["ClusterPoller", "PollerKey", "Subscription", "cancel_job", "pollers_of_this_loop", "subscribe"]

@@ -8,12 +8,16 @@ When does it cancel the job? Only when a user kills the task: on Airflow 3.3+ th
 :meth:`on_kill` (mark failed/success, clear); before 3.3 the trigger sees ``CancelledError`` and cancels
 only if the task instance is no longer DEFERRED (``safe_to_cancel``). A triggerer shutdown, restart or
 reassignment never cancels: the task is still DEFERRED then, and ``cleanup()`` cancels nothing.
+At its ``deadline`` (the task's timeout, passed at defer time) the trigger cancels the job itself and
+reports the timeout, so a timed-out job stops even when no worker slot is free to resume the task.
+Cancels go through the cluster's shared poller (one session, one token, concurrent).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -21,27 +25,35 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
 from airflow_provider_slurmapi.slurm.cluster import check_cluster_args, check_job_id
 from airflow_provider_slurmapi.slurm.errors import SlurmApiError
+from airflow_provider_slurmapi.slurm.job import SlurmJob
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
 from airflow_provider_slurmapi.slurm.watch import (
     DEFAULT_MISSING_GRACE_SECONDS,
     DEFAULT_OUTAGE_TOLERANCE_SECONDS,
     JobWatch,
 )
-from airflow_provider_slurmapi.triggers.poller import PollerKey, subscribe
+from airflow_provider_slurmapi.triggers.poller import PollerKey, Subscription, cancel_job, subscribe
+
+# Kill checks in flight before Airflow 3.3 (a task needs a strong reference until it is done).
+_pending_checks: set[asyncio.Task[None]] = set()
 
 
 class SlurmJobTrigger(BaseTrigger):
     """Fires once the Slurm job ``job_id`` is over.
 
     The event's payload: ``status`` (``success`` for COMPLETED, ``failed`` for any other finished
-    state, ``error`` when the job could not be watched), ``job_id``, ``message`` and ``job`` (the
-    job as a dict, see ``SlurmJob.to_dict``).
+    state, ``error`` when the job could not be watched, ``timeout`` when the deadline passed), ``job_id``,
+    ``message`` and ``job`` (the job as a dict, see ``SlurmJob.to_dict``; not for ``error``).
 
     :param job_id: the Slurm job id.
     :param poll_interval: seconds between polls (the cluster's poller uses the smallest of its triggers).
     :param cancel_on_kill: cancel the job when a user kills the deferred task.
     :param missing_grace_seconds: how long a job may be in neither the live queue nor the history.
     :param outage_tolerance_seconds: how long an API outage (transient errors only) is waited out.
+    :param deadline: when the wait times out (seconds since the epoch): the trigger then cancels the job
+        (with ``cancel_on_kill``) and fires a ``timeout`` event. ``None``: no deadline.
+    :param last_seen: the job as the operator last saw it (``SlurmJob.to_dict``): the trigger's first
+        line is the change from there, not a bare state.
     """
 
     def __init__(
@@ -58,6 +70,8 @@ class SlurmJobTrigger(BaseTrigger):
         cancel_on_kill: bool = True,
         missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
         outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
+        deadline: float | None = None,
+        last_seen: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if not region or not cluster_id:
@@ -78,6 +92,8 @@ class SlurmJobTrigger(BaseTrigger):
         self.cancel_on_kill = cancel_on_kill
         self.missing_grace_seconds = float(missing_grace_seconds)
         self.outage_tolerance_seconds = float(outage_tolerance_seconds)
+        self.deadline = None if deadline is None else float(deadline)
+        self.last_seen = dict(last_seen) if last_seen else None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -95,6 +111,8 @@ class SlurmJobTrigger(BaseTrigger):
                 "cancel_on_kill": self.cancel_on_kill,
                 "missing_grace_seconds": self.missing_grace_seconds,
                 "outage_tolerance_seconds": self.outage_tolerance_seconds,
+                "deadline": self.deadline,
+                "last_seen": self.last_seen,
             },
         )
 
@@ -115,8 +133,12 @@ class SlurmJobTrigger(BaseTrigger):
         try:
             event = await self._wait_for_event()
         except asyncio.CancelledError:
-            if not AIRFLOW_V_3_3_PLUS and self.cancel_on_kill and await self.safe_to_cancel():
-                await self._cancel_job("the deferred task was killed")
+            if not AIRFLOW_V_3_3_PLUS and self.cancel_on_kill:
+                # A task of its own: a second cancellation of this one must not abandon the check or the cancel.
+                check = asyncio.get_running_loop().create_task(self._cancel_if_killed())
+                _pending_checks.add(check)
+                check.add_done_callback(_pending_checks.discard)
+                await asyncio.shield(check)
             raise
         # Yielded only once the poller is left: when the triggerer (or dag.test) closes this generator
         # after its event, nothing is left to await.
@@ -129,11 +151,15 @@ class SlurmJobTrigger(BaseTrigger):
             missing_grace_seconds=self.missing_grace_seconds,
             outage_tolerance_seconds=self.outage_tolerance_seconds,
         )
+        if self.last_seen:  # the operator logged this state already: the first line is the change from it
+            watch.observe(SlurmJob.from_dict(self.last_seen))
         async with subscribe(self.poller_key, self.job_id, self.poll_interval) as subscription:
             while True:
                 try:
                     try:
-                        job = await subscription.next()
+                        job = await self._next_before_deadline(subscription)
+                    except TimeoutError:
+                        return await self._deadline_event(watch.last)
                     except SlurmApiError as exc:
                         step = watch.observe_error(exc)
                     else:
@@ -154,21 +180,45 @@ class SlurmJobTrigger(BaseTrigger):
                         }
                     )
 
+    async def _cancel_if_killed(self) -> None:
+        """Before Airflow 3.3: cancel if the task instance is no longer DEFERRED (a user killed it)."""
+        if await self.safe_to_cancel():
+            await self._cancel_job("the deferred task was killed")
+
+    async def _next_before_deadline(self, subscription: Subscription) -> SlurmJob | None:
+        """The next observation; ``TimeoutError`` once the deadline has passed."""
+        if self.deadline is None:
+            return await subscription.next()
+        async with asyncio.timeout_at(asyncio.get_running_loop().time() + self.deadline - time.time()):
+            return await subscription.next()
+
+    async def _deadline_event(self, last: SlurmJob | None) -> TriggerEvent:
+        """The wait timed out: cancel the job here (no worker slot needed) and say so."""
+        waited = "the task's timeout"
+        if self.cancel_on_kill:
+            await self._cancel_job(f"{waited} has passed")
+            message = f"Slurm job {self.job_id}: {waited} passed; the job was cancelled."
+        else:
+            message = f"Slurm job {self.job_id}: {waited} passed; the job was left running (cancel_on_kill=False)."
+        self.log.error("%s", message)
+        return TriggerEvent(
+            {
+                "status": "timeout",
+                "job_id": self.job_id,
+                "message": message,
+                "job": last.to_dict() if last is not None else None,
+            }
+        )
+
     async def on_kill(self) -> None:
         """Airflow 3.3+: a user marked or cleared the deferred task; cancel its job."""
         if self.cancel_on_kill:
             await self._cancel_job("the task was killed by a user")
 
     async def _cancel_job(self, why: str) -> None:
-        from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook
-
+        """Cancel through the cluster's shared poller; the cancel outlives a cancellation of this call."""
         self.log.info("Cancelling Slurm job %s: %s.", self.job_id, why)
-        try:
-            async with SlurmApiAsyncHook(**self.poller_key.hook_kwargs(), retry_seconds=30) as hook:
-                outcome = await hook.cancel_job(self.job_id)
-            self.log.info("Slurm job %s: cancel answered %s.", self.job_id, outcome.value)
-        except Exception as exc:
-            self.log.error("Could not cancel Slurm job %s: %s", self.job_id, exc)
+        await cancel_job(self.poller_key, self.job_id, self.log)
 
     async def safe_to_cancel(self) -> bool:
         """Before Airflow 3.3: cancel only if the task instance is no longer DEFERRED.

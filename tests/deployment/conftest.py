@@ -1,0 +1,95 @@
+"""The ``deployment`` suite: one real Airflow deployment per session, shared by every scenario.
+
+Airflow is the one of the Python running pytest (``make test-deployment`` runs this suite once per
+Airflow version, each from its own venv). The Slurm side is the real lab behind the emulator's gateway
+mode, started here in-process; the Airflow processes reach it over HTTP with a real service-account
+key whose token endpoint is the gateway's. Marked ``deployment``: the other runs exclude it.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import PROJECT, REGION, connection_uri_env
+from tests.deployment.harness import Deployment, DeploymentError, running_deployment
+from tests.slurm.lab import LAB_SCRIPT, Lab, LabUnavailable, find_or_start_lab
+
+HERE = Path(__file__).resolve().parent
+CLUSTER_ID = "slurm-lab"
+POLL_INTERVAL = 5.0
+
+
+FIGURES: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The figures the scenarios measured, under the Airflow version they ran on."""
+    if FIGURES:
+        import airflow
+
+        terminalreporter.section(f"deployment figures, Airflow {airflow.__version__}")
+        for line in FIGURES:
+            terminalreporter.write_line(line)
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(str(item.path)).resolve().is_relative_to(HERE):
+            item.add_marker(pytest.mark.deployment)
+
+
+@pytest.fixture(scope="session")
+def lab() -> Lab:
+    try:
+        return find_or_start_lab()
+    except LabUnavailable as exc:
+        pytest.fail(f"The real Slurm lab is not available ({LAB_SCRIPT}): {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def gateway(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The emulator in gateway mode in front of the real lab; jobs left behind are cancelled at the end."""
+    from airflow_provider_slurmapi.emulator import EmulatorConfig, run_emulator
+
+    creds = tmp_path_factory.mktemp("deployment-gateway") / "service-account.json"
+    config = EmulatorConfig(
+        slurmrestd=lab.url, slurm_token_file=str(lab.token_file), credentials_file=str(creds), project=PROJECT
+    )
+    with run_emulator(config) as handle:
+        handle.credentials_file = creds
+        try:
+            yield handle
+        finally:
+            for job in handle.jobs():
+                record = lab.live(job["job_id"])
+                if record is not None and not record.finished:
+                    lab.cancel(job["job_id"])
+
+
+@pytest.fixture(scope="session")
+def deployment(gateway: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    import airflow
+
+    major = int(airflow.__version__.split(".")[0])
+    env = {
+        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT": connection_uri_env(gateway, gateway.credentials_file),
+        "SLURMAPI_PROJECT": PROJECT,
+        "SLURMAPI_REGION": REGION,
+        "SLURMAPI_CLUSTER_ID": CLUSTER_ID,
+        "SLURMAPI_PARTITION": "debug",
+        "SLURMAPI_POLL_INTERVAL": str(POLL_INTERVAL),
+    }
+    # Kept after the run (logs of every component) and named in the summary; not pytest's rotating tmp.
+    root = Path(tempfile.mkdtemp(prefix=f"slurmapi-deployment-{airflow.__version__}-"))
+    FIGURES.append(f"logs of the deployment: {root}")
+    try:
+        with running_deployment(Path(sys.executable), root, env, major) as deployment:
+            yield deployment
+    except DeploymentError as exc:
+        pytest.fail(f"The Airflow deployment did not start: {exc}", pytrace=False)

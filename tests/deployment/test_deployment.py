@@ -1,0 +1,249 @@
+"""Scenarios on a real deployment: what an operator sees, read through the REST API and real Slurm.
+
+The figures each scenario measures (seconds from kill to CANCELLED, jobs cancelled of jobs killed, calls
+per poll interval) are listed in the run's summary under "deployment figures".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tests.deployment.conftest import FIGURES, POLL_INTERVAL
+from tests.deployment.harness import Deployment, wait_for
+from tests.slurm.lab import Lab
+
+SLEEP = "#!/bin/bash\nsleep {seconds}\nexit {code}\n"
+
+
+def figure(name: str, value: Any) -> None:
+    FIGURES.append(f"{name}: {value}")
+
+
+def run_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def jobs_of(gateway: Any, dag_id: str, run: str) -> list[int]:
+    """The Slurm jobs a run submitted, from the tag in their comment, oldest first."""
+    return sorted(
+        j["job_id"]
+        for j in gateway.jobs()
+        if f"dag={dag_id} " in (j.get("comment") or "") and f" run={run} " in f" {j.get('comment')} "
+    )
+
+
+def wait_jobs(gateway: Any, dag_id: str, run: str, count: int = 1) -> list[int]:
+    return wait_for(lambda: len(ids := jobs_of(gateway, dag_id, run)) >= count and ids, f"{count} job(s) of {run}")
+
+
+def wait_watched(deployment: Deployment, gateway: Any, dag_id: str, run: str) -> int:
+    """The run's one job, once a triggerer polls it: a task is DEFERRED before a triggerer runs its
+    trigger, and a kill in between reaches no trigger (Airflow's gap, not what these tests measure)."""
+    deployment.wait_ti(dag_id, run, {"deferred"})
+    (job_id,) = jobs_of(gateway, dag_id, run)
+    wait_for(
+        lambda: any(f"job_id={job_id}" in (c.get("path") or "") for c in gateway.calls()["last"]),
+        f"job {job_id} polled by a triggerer",
+        timeout=60,
+    )
+    return job_id
+
+
+def state(lab: Lab, job_id: int) -> str:
+    record = lab.live(job_id) or lab.history(job_id)
+    return record.state if record is not None else "?"
+
+
+def wait_state(lab: Lab, job_ids: list[int], wanted: str, timeout: float = 120) -> float:
+    """Seconds until every job is in ``wanted`` (a failure if not within ``timeout``)."""
+    start = time.monotonic()
+    wait_for(lambda: all(state(lab, j) == wanted for j in job_ids), f"jobs {job_ids} {wanted}", timeout, every=0.2)
+    return time.monotonic() - start
+
+
+def test_providers_list_shows_the_provider(deployment: Deployment) -> None:
+    listed = deployment.airflow("providers", "list")
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert "airflow-provider-slurmapi" in listed.stdout, listed.stdout[-3000:]
+
+
+def test_deferrable_success_and_failure_with_the_trigger_lines_in_the_log(
+    deployment: Deployment, gateway: Any, lab: Lab
+) -> None:
+    ok, bad = run_id("ok"), run_id("bad")
+    deployment.trigger("deploy_submit", ok, {"script": SLEEP.format(seconds=8, code=0)})
+    deployment.trigger("deploy_submit", bad, {"script": SLEEP.format(seconds=8, code=3)})
+    assert deployment.wait_ti("deploy_submit", ok, {"success", "failed"})["state"] == "success"
+    ti = deployment.wait_ti("deploy_submit", bad, {"success", "failed"})
+    assert ti["state"] == "failed"
+    for run, word in ((ok, "COMPLETED"), (bad, "FAILED")):
+        (job_id,) = jobs_of(gateway, "deploy_submit", run)
+        log = deployment.log("deploy_submit", run, 1)
+        assert f"Submitted Slurm job {job_id}" in log, log[-3000:]
+        # The trigger's lines (written in the triggerer) are in the task's log, changes read as "A -> B".
+        assert re.search(rf"Slurm job {job_id}: \S.* -> {word}", log), log[-3000:]
+        assert "Zero jobs to dump" not in log
+    assert "exit code 3" in deployment.log("deploy_submit", bad, 1)
+
+
+def test_mark_failed_while_deferred_cancels_the_job(deployment: Deployment, gateway: Any, lab: Lab) -> None:
+    run = run_id("markfailed")
+    deployment.trigger("deploy_submit", run, {"script": SLEEP.format(seconds=300, code=0)})
+    job_id = wait_watched(deployment, gateway, "deploy_submit", run)
+    deployment.patch_ti("deploy_submit", run, "failed")
+    seconds = wait_state(lab, [job_id], "CANCELLED", timeout=60)
+    figure("mark failed while deferred: seconds from kill to CANCELLED", f"{seconds:.1f}")
+
+
+def test_triggerer_sigterm_and_restart_keeps_the_job_and_the_task_succeeds(
+    deployment: Deployment, gateway: Any, lab: Lab
+) -> None:
+    run = run_id("restart")
+    deployment.trigger("deploy_submit", run, {"script": SLEEP.format(seconds=25, code=0)})
+    job_id = wait_watched(deployment, gateway, "deploy_submit", run)
+    triggerer = deployment.component("triggerer")
+    triggerer.signal(signal.SIGTERM)
+    triggerer.proc.wait(60)
+    assert state(lab, job_id) in ("RUNNING", "PENDING")  # a shutdown never cancels
+    deployment.start_triggerer()
+    assert deployment.wait_ti("deploy_submit", run, {"success", "failed"})["state"] == "success"
+    assert jobs_of(gateway, "deploy_submit", run) == [job_id]
+    assert state(lab, job_id) == "COMPLETED"
+
+
+def _processes_of(marker: str) -> list[int]:
+    """PIDs whose command line names the task instance: Airflow 3 titles carry its UUID, Airflow 2's
+    its run id."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if marker in cmdline:
+                found.append(int(proc.name))
+    return found
+
+
+def test_task_process_and_supervisor_sigkill_then_the_retry_reattaches_to_the_one_job(
+    deployment: Deployment, gateway: Any, lab: Lab
+) -> None:
+    run = run_id("sigkill")
+    deployment.trigger("deploy_sync_retry", run, {"script": SLEEP.format(seconds=75, code=0)})
+    ti = deployment.wait_ti("deploy_sync_retry", run, {"running"})
+    (job_id,) = wait_jobs(gateway, "deploy_sync_retry", run)
+    wait_state(lab, [job_id], "RUNNING", timeout=60)
+    victims = {int(ti["pid"])} if ti.get("pid") else set()
+    victims.update(_processes_of(ti.get("id") or run))
+    assert victims, f"no process of task instance {ti['id']}"
+    for pid in victims:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    final = deployment.wait_ti("deploy_sync_retry", run, {"success", "failed"}, timeout=240)
+    assert final["state"] == "success", deployment.log("deploy_sync_retry", run, final["try_number"])[-3000:]
+    assert final["try_number"] == 2
+    assert jobs_of(gateway, "deploy_sync_retry", run) == [job_id]
+    retry_log = deployment.log("deploy_sync_retry", run, 2)
+    # Still running: the retry waits on it; already over: the retry takes its result. Never a second job.
+    assert (
+        f"Reattaching to Slurm job {job_id}" in retry_log
+        or f"Slurm job {job_id} of this task instance already COMPLETED" in retry_log
+    ), retry_log[-3000:]
+
+
+def test_execution_timeout_with_every_worker_slot_busy_cancels_the_job_from_the_trigger(
+    deployment: Deployment, gateway: Any, lab: Lab
+) -> None:
+    run = run_id("timeout")
+    deployment.trigger("deploy_timeout", run, {"script": SLEEP.format(seconds=600, code=0)})
+    deferred = deployment.wait_ti("deploy_timeout", run, {"deferred"})
+    (job_id,) = jobs_of(gateway, "deploy_timeout", run)
+    busy = run_id("busy")
+    deployment.trigger("deploy_busy", busy, {"count": 8, "seconds": 90})  # [core] parallelism = 8
+    wait_for(
+        lambda: sum(t["state"] == "running" for t in deployment.tis("deploy_busy", busy, "hold_a_slot")) == 8,
+        "every worker slot busy",
+    )
+    seconds = wait_state(lab, [job_id], "CANCELLED", timeout=120)
+    # Cancelled while the task could not resume: the trigger did it, not a worker.
+    assert deployment.ti("deploy_timeout", run)["state"] not in ("running", "failed", "up_for_retry"), deferred
+    figure("deferral timeout, every slot busy: seconds from deadline-wait start to CANCELLED", f"{seconds:.1f}")
+    final = deployment.wait_ti("deploy_timeout", run, {"failed", "success", "up_for_retry"}, timeout=240)
+    assert final["state"] == "failed"
+    assert "was cancelled" in deployment.log("deploy_timeout", run, 1)
+    assert jobs_of(gateway, "deploy_timeout", run) == [job_id]
+
+
+def test_clearing_a_deferred_task_cancels_its_job_and_the_new_try_submits_one(
+    deployment: Deployment, gateway: Any, lab: Lab
+) -> None:
+    run = run_id("clear")
+    deployment.trigger("deploy_submit", run, {"script": SLEEP.format(seconds=20, code=0)})
+    first = wait_watched(deployment, gateway, "deploy_submit", run)
+    deployment.clear_ti("deploy_submit", run)
+    seconds = wait_state(lab, [first], "CANCELLED", timeout=60)
+    figure("clear while deferred: seconds from clear to CANCELLED", f"{seconds:.1f}")
+    final = deployment.wait_ti("deploy_submit", run, {"success", "failed"}, timeout=240)
+    assert final["state"] == "success"
+    first_job, second_job = wait_jobs(gateway, "deploy_submit", run, 2)
+    assert first_job == first and state(lab, second_job) == "COMPLETED"
+    ended = (lab.history(first) or lab.live(first)).raw.get("time", {}).get("end")
+    started = (lab.history(second_job) or lab.live(second_job)).raw.get("time", {}).get("start")
+    assert ended and started and started >= ended, (ended, started)  # one job at a time
+
+
+def test_a_hundred_mapped_deferred_tasks_two_triggerers_one_call_each_then_killed_at_once(
+    deployment: Deployment, gateway: Any, lab: Lab
+) -> None:
+    count = 100
+    second = deployment.start_triggerer("triggerer-2")
+    run = run_id("mapped")
+    deployment.trigger("deploy_mapped", run, {"count": count})
+    wait_for(
+        lambda: sum(t["state"] == "deferred" for t in deployment.tis("deploy_mapped", run)) == count,
+        f"{count} mapped tasks deferred",
+        timeout=900,
+        every=3.0,
+    )
+    job_ids = jobs_of(gateway, "deploy_mapped", run)
+    assert len(job_ids) == count
+
+    gateway.reset_calls()
+    time.sleep(3 * POLL_INTERVAL)
+    calls = dict(gateway.calls()["by_kind"])
+    per_interval = calls.get("jobs-state", 0) / 3
+    figure(f"{count} deferred tasks, 2 triggerers: jobs/state calls per interval", f"{per_interval:.2f} ({calls})")
+    assert per_interval <= 2 + 1 / 3, calls  # at most one per triggerer (+1 round in flight)
+    # Per-job calls only for jobs whose state or reason changed, never one per job per interval.
+    assert calls.get("job-get", 0) + calls.get("jobs", 0) < count, calls
+    polled = {int(j) for c in gateway.calls()["last"] for j in re.findall(r"job_id=(\d+)", c.get("path") or "")}
+    assert polled == set(job_ids)  # every trigger runs, in one triggerer or the other
+
+    gateway.config.latency = 0.3  # Google's token endpoint and API are not on loopback
+    try:
+        killed = time.monotonic()
+        deployment.patch_run("deploy_mapped", run, "failed")
+        deadline = killed + 2 * POLL_INTERVAL
+        wait_for(
+            lambda: all(state(lab, j) == "CANCELLED" for j in job_ids) or time.monotonic() > deadline + 60,
+            "the kill answered",
+            timeout=300,
+            every=0.5,
+        )
+        seconds = time.monotonic() - killed
+        cancelled = sum(state(lab, j) == "CANCELLED" for j in job_ids)
+    finally:
+        gateway.config.latency = 0.0
+    figure(f"bulk kill of {count} deferred tasks: jobs cancelled of jobs killed", f"{cancelled}/{count}")
+    figure(f"bulk kill of {count} deferred tasks: seconds from kill to all CANCELLED", f"{seconds:.1f}")
+    assert cancelled == count
+    assert seconds <= 2 * POLL_INTERVAL, f"{seconds:.1f}s for {count} cancels"
+    second.stop()
