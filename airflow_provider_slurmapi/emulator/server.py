@@ -12,6 +12,7 @@ import collections
 import contextlib
 import logging
 import os
+import pwd
 import shutil
 import socket
 import struct
@@ -35,6 +36,7 @@ from .envelope import (
 )
 from .faults import Fault, FaultInjector, FaultSpecError
 from .gateway import GatewayBackend, SlurmrestdUnreachable
+from .jobdesc import JobRequest
 from .model import Cluster, Job
 from .slurm_api import SlurmBackend, SlurmModelApi, SlurmResponse
 
@@ -58,6 +60,7 @@ def job_summary(job: Job, history_delay: float) -> dict[str, Any]:
     return {
         "job_id": job.job_id,
         "name": job.name,
+        "user": job.user,
         "comment": job.req.comment,
         "partition": job.partition,
         "state": job.state,
@@ -90,6 +93,7 @@ class EmulatorServer:
             self.faults.add(spec)
         self.call_counts: collections.Counter[str] = collections.Counter()
         self.last_calls: collections.deque[dict[str, Any]] = collections.deque(maxlen=LAST_CALLS)
+        self._late_tasks: set[asyncio.Task[None]] = set()
         self.cluster: Cluster | None = None
         self.backend: SlurmBackend
         self.auth: TokenAuthority
@@ -138,6 +142,7 @@ class EmulatorServer:
         app.router.add_get("/_emulator/jobs", self.handle_jobs)
         app.router.add_get("/_emulator/calls", self.handle_calls)
         app.router.add_post("/_emulator/calls/reset", self.handle_calls_reset)
+        app.router.add_post("/_emulator/foreign-jobs", self.handle_foreign_jobs)
         app.router.add_get("/_emulator/faults", self.handle_faults_get)
         app.router.add_post("/_emulator/faults", self.handle_faults_post)
         app.router.add_delete("/_emulator/faults", self.handle_faults_delete)
@@ -189,6 +194,9 @@ class EmulatorServer:
             _reset_connection(request)
             return web.Response(status=499)  # never sent: the transport is gone
         record["http_status"] = response.status
+        body = getattr(response, "body", None)
+        record["bytes"] = len(body) if isinstance(body, bytes | bytearray) else 0
+        self.call_counts["answer_bytes"] += record["bytes"]
         self._log(record, started)
         self.last_calls.append(record)
         return response
@@ -224,11 +232,29 @@ class EmulatorServer:
             record["fault"] = fault.spec
             if not fault.action_done:
                 return self._fault_before(fault)
+        if fault is not None and fault.kind == "late":
+            await self._carry_out_late(call, fault.delay, record)
         answer = await self._call_slurm(call)
         record["slurm_status"] = answer.status
         if fault is not None:
             return await self._fault_after(fault, answer)
         return web.Response(text=encode_answer(answer, cfg.envelope), content_type="application/json")
+
+    async def _carry_out_late(self, call: SlurmCall, delay: float, record: dict[str, Any]) -> None:
+        """The ``late`` fault: do the call ``delay`` seconds from now, whether the client still waits or not,
+        then drop the connection without an answer."""
+
+        async def later() -> None:
+            await asyncio.sleep(delay)
+            answer = await self._call_slurm(call)
+            record["slurm_status"] = answer.status
+            log.info("late fault: %s %s carried out %.1fs after it arrived", call.method, call.path, delay)
+
+        task = asyncio.get_running_loop().create_task(later())
+        self._late_tasks.add(task)
+        task.add_done_callback(self._late_tasks.discard)
+        await asyncio.shield(task)
+        raise ConnectionReset()
 
     async def _call_slurm(self, call: SlurmCall) -> SlurmResponse:
         try:
@@ -324,6 +350,43 @@ class EmulatorServer:
     async def handle_calls_reset(self, request: web.Request) -> web.Response:
         self.reset_calls()
         return web.json_response({"ok": True})
+
+    async def handle_foreign_jobs(self, request: web.Request) -> web.Response:
+        """Held jobs of another cluster user: ``{"count", "user", "name"?, "comment"?, "state"?}``.
+
+        They stand for the rest of a shared cluster (a busy queue, or a user who copies comments).
+        ``state`` "COMPLETED" makes them finished jobs, as if they had run.
+        """
+        if self.cluster is None:
+            return web.json_response({"error": "foreign jobs exist only in model mode"}, status=400)
+        try:
+            data = await request.json()
+            count, user = int(data.get("count", 1)), str(data["user"])
+            owner = pwd.getpwnam(user)
+            state = str(data.get("state") or "PENDING")
+            if not 0 < count <= 100_000 or state not in ("PENDING", "COMPLETED"):
+                raise ValueError(f"count={count} must be 1..100000 and state={state!r} PENDING or COMPLETED")
+        except (ValueError, KeyError, TypeError) as exc:
+            return web.json_response({"error": f"bad foreign-jobs request: {exc}"}, status=400)
+        ids = []
+        for _ in range(count):
+            req = JobRequest(
+                script="#!/bin/bash\ntrue\n",
+                name=str(data.get("name") or "foreign"),
+                comment=str(data.get("comment") or ""),
+                cwd=str(self.cluster.workdir),
+                environment=["PATH=/bin"],
+                hold=True,
+            )
+            job = self.cluster.create_job(req, self.cluster.partitions[0])
+            job.user, job.uid, job.gid = owner.pw_name, owner.pw_uid, owner.pw_gid
+            if state == "COMPLETED":
+                self.cluster.pending.pop(job.job_id, None)
+                job.state, job.reason = "COMPLETED", "None"
+                job.start = job.end = time.time()
+            job.touch()
+            ids.append(job.job_id)
+        return web.json_response({"job_ids": ids})
 
     async def handle_faults_get(self, request: web.Request) -> web.Response:
         return web.json_response({"faults": self.faults.as_list()})

@@ -8,8 +8,8 @@ same cluster through the same connection subscribes to one :class:`ClusterPoller
 - asks ``/slurm/{v}/jobs/state/?job_id=..&job_id=..`` once per interval for all their jobs (chunked to
   stay far below the 1 MB request limit), or ``/slurm/{v}/jobs/`` if the envelope refuses query strings
   or the cluster predates ``jobs/state``;
-- fetches a job's details (``/job/{id}``) only when its state changed, and ``/slurmdb`` only for jobs
-  missing from the live answer;
+- fetches a job's details (``/job/{id}``, a bounded batch at a time) only when its state changed, and
+  ``/slurmdb`` only for jobs missing from the live answer;
 - holds one :class:`~airflow_provider_slurmapi.hooks.slurm.SlurmApiAsyncHook`: one HTTP session, one
   credential refreshed once before it expires;
 - stops, closing its session, when its last subscriber leaves.
@@ -36,8 +36,6 @@ log = logging.getLogger(__name__)
 
 # Job ids per jobs/state call: ~16 bytes each, so a chunk is ~160 kB, far below the 1 MB limit.
 MAX_IDS_PER_CALL = 10_000
-# More changed jobs than this in one round: read them all from one jobs/ call instead of one call each.
-BURST_THRESHOLD = 8
 # Per-job calls (details of a few changed jobs, history of jobs gone from the queue) run this many at once.
 MAX_CONCURRENT_CALLS = 8
 
@@ -194,12 +192,11 @@ class ClusterPoller:
         return known.state_info != state
 
     async def _details(self, job_ids: Sequence[int]) -> dict[int, SlurmJob | None]:
-        """Full records of the jobs whose state changed: one ``jobs/`` call for a burst, else one each."""
-        if len(job_ids) > BURST_THRESHOLD:
-            found: dict[int, SlurmJob | None] = dict(await self.hook.get_live_jobs(job_ids))
-            gone = [j for j in job_ids if j not in found]
-            found.update(await self._gather(self.hook.get_history_job, gone))
-            return found
+        """Full records of the jobs whose state changed: one ``job/{id}`` call each, a bounded batch at a time.
+
+        Never the whole queue, however many changed at once: a ``jobs/`` answer grows with every job of
+        the cluster (most of them other users'), these with the changes only.
+        """
         return await self._gather(self.hook.get_job, job_ids)
 
     async def _gather(
