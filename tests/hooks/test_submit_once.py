@@ -60,7 +60,9 @@ def test_a_submit_carried_out_after_the_client_timed_out_is_not_sent_again(
     connect(monkeypatch, emulator, credentials_file, request_timeout=1, submit_settle_seconds=4)
     tag = task_tag("dag", "late", "run", key=KEY)
     emulator.add_fault("late=3@submit")
+    started = time.monotonic()
     result = make_hook().submit_job(spec(emulator), LONG, tag=tag)
+    time.sleep(max(0.0, started + 4 - time.monotonic()))  # until the late submit has surely been carried out
     jobs = tagged(emulator, tag)
     assert [job["job_id"] for job in jobs] == [result.job_id], jobs
 
