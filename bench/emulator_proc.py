@@ -56,6 +56,19 @@ class Emulator:
         extra = {"key_path": str(self.credentials_file), "api_endpoint": self.url, "project": PROJECT}
         return {"AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT": json.dumps({"conn_type": "google_cloud_platform", "extra": extra})}
 
+    def add_foreign_jobs(self, count: int, user: str = "nobody") -> list[int]:
+        """``count`` held jobs of another user of the cluster (the harness makes them; nothing is counted)."""
+        ids: list[int] = []
+        for start in range(0, count, 5000):
+            answer = requests.post(
+                f"{self.url}/_emulator/foreign-jobs",
+                json={"count": min(5000, count - start), "user": user, "name": "someone-elses"},
+                timeout=600,
+            )
+            answer.raise_for_status()
+            ids += answer.json()["job_ids"]
+        return ids
+
     def submit_held_jobs(self, count: int, threads: int = 4) -> list[int]:
         """``count`` jobs with ``hold: true``: they stay PENDING (JobHeldUser) and never start a process."""
         body = {

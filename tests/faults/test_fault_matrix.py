@@ -121,7 +121,14 @@ def test_kill_cancels_despite_a_failing_delete(
 @pytest.mark.slurm
 @pytest.mark.parametrize(
     "fault",
-    ["503-after@submit", "reset-after@submit", "reset-before@submit", "slow=4@submit", "unavailable@jobs-state*2"],
+    [
+        "503-after@submit",
+        "reset-after@submit",
+        "reset-before@submit",
+        "slow=4@submit",
+        "late=3@submit",
+        "unavailable@jobs-state*2",
+    ],
 )
 def test_real_slurm_through_faulty_gateway_keeps_one_job(
     fault: str, airflow_db: Any, emulator_factory: Any, credentials_file: Path, monkeypatch: pytest.MonkeyPatch
@@ -134,7 +141,8 @@ def test_real_slurm_through_faulty_gateway_keeps_one_job(
         )
     gateway = emulator_factory(slurmrestd=url, slurm_token_file=Path(token_file))
     monkeypatch.setenv(
-        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", connection_uri_env(gateway, credentials_file, request_timeout=2)
+        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT",
+        connection_uri_env(gateway, credentials_file, request_timeout=2, submit_settle_seconds=4),
     )
     for name, value in (
         ("SLURMAPI_REGION", "us-central1"),
@@ -148,6 +156,8 @@ def test_real_slurm_through_faulty_gateway_keeps_one_job(
     dag = load_dag("slurm_scenarios.py", "completes")
     gateway.add_fault(fault)
     state, tasks = run_dag(dag)
+    if fault.startswith("late="):
+        time.sleep(3)  # a late submit lands at most 3 s after it was sent
     assert state == "success", tasks
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
 
