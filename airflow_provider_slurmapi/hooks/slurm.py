@@ -376,7 +376,8 @@ class SlurmApiHook(GoogleBaseHook):
 
         The history first, filtered by job name, user (when known) and a time window: its answer
         grows with this task's jobs, not with the cluster. The live queue (every job of the cluster)
-        only when the history cannot answer (no accounting storage, or an error).
+        only when the history cannot answer: no accounting storage, an error, or records without
+        comments (the cluster does not store them: ``AccountingStoreFlags=job_comment`` is not set).
         """
         start = since if since is not None else int(time.time()) - TAG_LOOKBACK_SECONDS
         path = self.paths.history_jobs(job_name=name, start_time=start, users=[user] if user else None)
@@ -385,7 +386,9 @@ class SlurmApiHook(GoogleBaseHook):
         except SlurmApiError as exc:
             self.log.warning("The history cannot answer (%s); looking for tag %s in the live queue.", exc, tag)
         else:
-            return newest_tagged(history, tag, user=user)
+            if not history or any(job.comment for job in history):
+                return newest_tagged(history, tag, user=user)
+            self.log.info("The history keeps no job comments; looking for tag %s in the live queue.", tag)
         return newest_tagged(read_jobs(self.call("GET", self.paths.jobs()), history=False), tag, user=user)
 
     def get_live_job(self, job_id: int) -> SlurmJob | None:
