@@ -207,8 +207,11 @@ class SlurmApiHook(GoogleBaseHook):
         data = encode_request(method, path, body)
         retry = method != "POST" if retry is None else retry
 
+        # A POST may create something: it goes through the session that never re-sends on 401.
+        session = self.submit_session if method == "POST" else None
+
         def attempt() -> SlurmResponse:
-            status, content = self._post(data)
+            status, content = self._post(data, session=session)
             return _check_json(parse_envelope(status, content, method=method, path=path, cluster=self.cluster))
 
         response = self._retrying()(attempt) if retry else attempt()
