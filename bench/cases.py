@@ -278,7 +278,7 @@ def start(args: argparse.Namespace) -> dict[str, Any]:
         counted = calls()
         return {
             "calls": counted["total"] / args.n,
-            "bytes": counted["by_kind"].get("answer_bytes", 0) / args.n,
+            "bytes": counted.get("answer_bytes", counted["by_kind"].get("answer_bytes", 0)) / args.n,
             "cpu_ms": cpu * 1000 / args.n,
             "by_kind": {k: v / args.n for k, v in counted["by_kind"].items() if k not in ("total", "answer_bytes")},
         }
@@ -326,7 +326,7 @@ async def pollcost(args: argparse.Namespace) -> dict[str, Any]:
         results[label] = {
             "changed": count,
             "calls": counted["total"],
-            "bytes": counted["by_kind"].get("answer_bytes", 0),
+            "bytes": counted.get("answer_bytes", counted["by_kind"].get("answer_bytes", 0)),
             "cpu_ms": cpu * 1000,
             "by_kind": {k: v for k, v in counted["by_kind"].items() if k not in ("total", "answer_bytes")},
         }

@@ -94,6 +94,7 @@ class EmulatorServer:
         self.call_counts: collections.Counter[str] = collections.Counter()
         self.last_calls: collections.deque[dict[str, Any]] = collections.deque(maxlen=LAST_CALLS)
         self._late_tasks: set[asyncio.Task[None]] = set()
+        self.answer_bytes = 0  # bytes of envelope answers sent: what clients download
         self.cluster: Cluster | None = None
         self.backend: SlurmBackend
         self.auth: TokenAuthority
@@ -196,7 +197,7 @@ class EmulatorServer:
         record["http_status"] = response.status
         body = getattr(response, "body", None)
         record["bytes"] = len(body) if isinstance(body, bytes | bytearray) else 0
-        self.call_counts["answer_bytes"] += record["bytes"]
+        self.answer_bytes += record["bytes"]
         self._log(record, started)
         self.last_calls.append(record)
         return response
@@ -335,9 +336,15 @@ class EmulatorServer:
         return []
 
     def calls_snapshot(self) -> dict[str, Any]:
-        return {"total": self.call_counts["total"], "by_kind": dict(self.call_counts), "last": list(self.last_calls)}
+        return {
+            "total": self.call_counts["total"],
+            "by_kind": dict(self.call_counts),
+            "answer_bytes": self.answer_bytes,
+            "last": list(self.last_calls),
+        }
 
     def reset_calls(self) -> None:
+        self.answer_bytes = 0
         self.call_counts.clear()
         self.last_calls.clear()
 
