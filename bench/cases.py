@@ -97,7 +97,7 @@ async def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -
 # -- fan-in -------------------------------------------------------------------------------------------
 async def fanin(args: argparse.Namespace) -> dict[str, Any]:
     import requests
-    from emulator_proc import CLUSTER_ID, PROJECT, REGION
+    from emulator_proc import CLUSTER_ID, PROJECT, REGION, control_headers
     from peer_baseline import PeerPollingTrigger
 
     from airflow_provider_slurmapi.triggers.poller import pollers_of_this_loop
@@ -167,7 +167,8 @@ async def fanin(args: argparse.Namespace) -> dict[str, Any]:
 
     # Start the window half an interval away from a poll, so that it holds `intervals` polls.
     await asyncio.sleep(interval / 2)
-    await asyncio.to_thread(requests.post, f"{args.emulator}/_emulator/calls/reset", timeout=30)
+    control = control_headers()
+    await asyncio.to_thread(requests.post, f"{args.emulator}/_emulator/calls/reset", headers=control, timeout=30)
 
     rounds0 = polls()
     sampler.measuring = True
@@ -176,7 +177,9 @@ async def fanin(args: argparse.Namespace) -> dict[str, Any]:
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     sampler.measuring = False
     rounds = polls() - rounds0
-    calls = (await asyncio.to_thread(requests.get, f"{args.emulator}/_emulator/calls", timeout=30)).json()
+    calls = (
+        await asyncio.to_thread(requests.get, f"{args.emulator}/_emulator/calls", headers=control, timeout=30)
+    ).json()
     peak = max(sampler.max_rss, peak_rss_bytes() if hwm_reset else 0)
 
     for task in tasks:
@@ -244,12 +247,12 @@ def start(args: argparse.Namespace) -> dict[str, Any]:
     from types import SimpleNamespace
 
     import requests
-    from emulator_proc import CLUSTER_ID, PROJECT, REGION
+    from emulator_proc import CLUSTER_ID, PROJECT, REGION, control_headers
 
     from airflow_provider_slurmapi.operators.slurm import SlurmSubmitJobOperator
 
     def calls() -> dict[str, Any]:
-        return dict(requests.get(f"{args.emulator}/_emulator/calls", timeout=60).json())
+        return dict(requests.get(f"{args.emulator}/_emulator/calls", headers=control_headers(), timeout=60).json())
 
     operator = SlurmSubmitJobOperator(
         task_id="train",
@@ -266,7 +269,9 @@ def start(args: argparse.Namespace) -> dict[str, Any]:
     stores = [BenchStateStore() for _ in range(args.n)]
 
     def start_all(try_number: int, stored: bool) -> dict[str, float]:
-        requests.post(f"{args.emulator}/_emulator/calls/reset", timeout=30).raise_for_status()
+        requests.post(
+            f"{args.emulator}/_emulator/calls/reset", headers=control_headers(), timeout=30
+        ).raise_for_status()
         cpu0 = time.process_time()
         for index in range(args.n):
             ti = BenchTaskInstance(run_id, index, try_number)
@@ -293,7 +298,7 @@ def start(args: argparse.Namespace) -> dict[str, Any]:
 async def pollcost(args: argparse.Namespace) -> dict[str, Any]:
     """N watched jobs in one poller; per interval, calls and bytes with no change, then 1% and 50% changing."""
     import requests
-    from emulator_proc import API_VERSION, CLUSTER_ID, PROJECT, REGION
+    from emulator_proc import API_VERSION, CLUSTER_ID, PROJECT, REGION, control_headers
 
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
     from airflow_provider_slurmapi.triggers.poller import ClusterPoller, PollerKey, Subscription
@@ -313,7 +318,9 @@ async def pollcost(args: argparse.Namespace) -> dict[str, Any]:
         changing, untouched = untouched[:count], untouched[count:]
         for job_id in changing:
             await asyncio.to_thread(sync_hook.cancel_job, job_id)
-        await asyncio.to_thread(requests.post, f"{args.emulator}/_emulator/calls/reset", timeout=30)
+        await asyncio.to_thread(
+            requests.post, f"{args.emulator}/_emulator/calls/reset", headers=control_headers(), timeout=30
+        )
         lags = LoopSampler(0.01)
         lag_task = asyncio.get_running_loop().create_task(lags.run())
         lags.measuring = True
@@ -322,7 +329,11 @@ async def pollcost(args: argparse.Namespace) -> dict[str, Any]:
         cpu = time.process_time() - cpu0
         lags.stop()
         await lag_task
-        counted = (await asyncio.to_thread(requests.get, f"{args.emulator}/_emulator/calls", timeout=60)).json()
+        counted = (
+            await asyncio.to_thread(
+                requests.get, f"{args.emulator}/_emulator/calls", headers=control_headers(), timeout=60
+            )
+        ).json()
         results[label] = {
             "changed": count,
             "calls": counted["total"],

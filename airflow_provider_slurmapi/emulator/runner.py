@@ -1,7 +1,8 @@
 """Running the emulator in a background thread, for tests and benchmarks.
 
 `run_emulator(config)` gives a handle with the URL to point a client at, and direct access to the
-harness (faults, call counters, job table) without going through HTTP. On exit the server stops
+harness (faults, call counters, job table) without going through HTTP. Code that calls the
+/_emulator/ control paths over HTTP sends `handle.control_headers()`. On exit the server stops
 and every job process still running is killed.
 """
 
@@ -16,7 +17,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from .config import EmulatorConfig
-from .server import EmulatorServer
+from .server import CONTROL_HEADER, EmulatorServer
 
 T = TypeVar("T")
 
@@ -41,6 +42,15 @@ class EmulatorHandle:
     def config(self) -> EmulatorConfig:
         return self._server.config
 
+    @property
+    def control_token(self) -> str:
+        """The secret the /_emulator/ control paths require (random per start unless configured)."""
+        return self._server.control_token
+
+    def control_headers(self) -> dict[str, str]:
+        """Headers for an HTTP call to a /_emulator/ control path of this emulator."""
+        return {CONTROL_HEADER: self.control_token}
+
     def envelope_url(
         self, cluster: str = "cluster-1", *, project: str | None = None, region: str = "us-central1"
     ) -> str:
@@ -60,6 +70,10 @@ class EmulatorHandle:
     def add_fault(self, spec: str) -> None:
         """Arm a fault (grammar: KIND[@MATCH][*COUNT]); raises ValueError on a bad spec."""
         self._run(lambda: self._server.faults.add(spec))
+
+    def add_foreign_jobs(self, count: int, user: str = "nobody", **fields: str) -> list[int]:
+        """Held jobs of another user of the cluster (``name``, ``comment``, ``state`` PENDING/COMPLETED)."""
+        return self._run(lambda: self._server.add_foreign_jobs(count, user, **fields), timeout=300)
 
     def clear_faults(self) -> None:
         self._run(self._server.faults.clear)

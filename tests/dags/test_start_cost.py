@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-import requests
 
 from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
 from tests.conftest import load_dag, run_dag
@@ -23,9 +22,7 @@ def test_a_first_try_submits_with_exactly_one_call_and_lists_nothing(
     mode: bool, airflow_db: Any, gcp_connection: Any
 ) -> None:
     """No earlier try and no stored job id: the submit is the first call, and no list is ever read."""
-    requests.post(
-        f"{gcp_connection.url}/_emulator/foreign-jobs", json={"count": 100, "user": "nobody"}, timeout=60
-    ).raise_for_status()
+    gcp_connection.add_foreign_jobs(100, "nobody")
     gcp_connection.reset_calls()
     state, tasks = run_dag(load_dag("slurm_scenarios.py", "completes"))
     assert state == "success", tasks
@@ -49,13 +46,9 @@ def test_a_job_pre_created_by_another_user_with_the_predictable_comment_is_never
     dag = load_dag("slurm_scenarios.py", "completes")
     public_hash = hashlib.sha256(f"{dag.dag_id}\x00job\x00{run_id}\x00-1".encode()).hexdigest()
     comment = f"airflow dag={dag.dag_id} task=job run={run_id} airflow-ti={public_hash[:24]}"
-    answer = requests.post(
-        f"{gcp_connection.url}/_emulator/foreign-jobs",
-        json={"count": 1, "user": "nobody", "name": "scenario-completes", "comment": comment, "state": "COMPLETED"},
-        timeout=60,
+    [squatter] = gcp_connection.add_foreign_jobs(
+        1, "nobody", name="scenario-completes", comment=comment, state="COMPLETED"
     )
-    answer.raise_for_status()
-    squatter = answer.json()["job_ids"][0]
     run = dag.test(run_after=when, logical_date=when)
     assert run.run_id == run_id and str(run.state) == "success"
     ours = [job for job in gcp_connection.jobs() if job["job_id"] != squatter and f"run={run_id} " in job["comment"]]

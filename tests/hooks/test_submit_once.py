@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
 from airflow_provider_slurmapi.slurm.errors import UnauthenticatedError
@@ -38,11 +37,7 @@ def spec(emulator: Any, name: str = "train") -> dict[str, Any]:
 
 
 def foreign_jobs(emulator: Any, count: int, **fields: Any) -> list[int]:
-    answer = requests.post(
-        f"{emulator.url}/_emulator/foreign-jobs", json={"count": count, "user": OTHER_USER, **fields}, timeout=60
-    )
-    answer.raise_for_status()
-    return list(answer.json()["job_ids"])
+    return list(emulator.add_foreign_jobs(count, OTHER_USER, **fields))
 
 
 def tagged(emulator: Any, tag: str) -> list[dict[str, Any]]:

@@ -524,13 +524,9 @@ async def test_a_burst_of_changes_reads_only_the_changed_jobs_never_the_whole_qu
     triggerer: Triggerer, emulator_factory: Any, credentials_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Twenty held jobs cancelled at once, in a queue with 300 jobs of another user: one job-get each, no jobs/."""
-    import requests
-
     emu = emulator_factory(min_job_age=600)
     connect(monkeypatch, emu, credentials_file)
-    requests.post(
-        f"{emu.url}/_emulator/foreign-jobs", json={"count": 300, "user": "nobody"}, timeout=60
-    ).raise_for_status()
+    emu.add_foreign_jobs(300, "nobody")
     held = [await submit(emu, "#!/bin/bash\ntrue\n", name=f"burst{i}", hold=True) for i in range(20)]
     for job_id in held:
         triggerer.start(f"t{job_id}", make_trigger(job_id))
