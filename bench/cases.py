@@ -115,12 +115,19 @@ async def fanin(args: argparse.Namespace) -> dict[str, Any]:
     hwm_reset = reset_peak_rss()
     sampler.max_rss = rss_before
     setup_cpu0, setup_wall0 = time.process_time(), time.perf_counter()
-    cluster = {"region": REGION, "cluster_id": CLUSTER_ID, "project_id": PROJECT, "poll_interval": interval}
+    cluster = {"region": REGION, "project_id": PROJECT, "poll_interval": interval}
+    clusters = [CLUSTER_ID] if args.clusters <= 1 else [f"{CLUSTER_ID}-{k}" for k in range(args.clusters)]
     triggers: list[Any]
     if args.variant == "shared":
-        triggers = [SlurmJobTrigger(job_id=job_id, **cluster) for job_id in job_ids]
+        triggers = [
+            SlurmJobTrigger(job_id=job_id, cluster_id=clusters[i % len(clusters)], **cluster)
+            for i, job_id in enumerate(job_ids)
+        ]
     else:
-        triggers = [PeerPollingTrigger(job_id=job_id, **cluster) for job_id in job_ids]
+        triggers = [
+            PeerPollingTrigger(job_id=job_id, cluster_id=clusters[i % len(clusters)], **cluster)
+            for i, job_id in enumerate(job_ids)
+        ]
         start_gate = asyncio.Event()
         for trigger in triggers:
             trigger.start_gate = start_gate
@@ -133,21 +140,22 @@ async def fanin(args: argparse.Namespace) -> dict[str, Any]:
     tasks = [loop.create_task(drive(trigger)) for trigger in triggers]
 
     if args.variant == "shared":
-        key = triggers[0].poller_key
+        keys = {trigger.poller_key for trigger in triggers}
 
         def subscribed() -> bool:
-            poller = pollers_of_this_loop().get(key)
-            return poller is not None and len(poller.job_ids) == n
+            pollers = [pollers_of_this_loop().get(key) for key in keys]
+            return all(pollers) and sum(len(p.job_ids) for p in pollers if p) == n
 
         await wait_until(subscribed, args.warmup_timeout, f"{n} subscriptions")
-        poller = pollers_of_this_loop()[key]
-        first = poller.polls
-        # Two more rounds: the second one started after every trigger had subscribed.
-        await wait_until(lambda: poller.polls >= first + 2, args.warmup_timeout, "a full round")
-        setup_cpu, setup_wall = time.process_time() - setup_cpu0, time.perf_counter() - setup_wall0
+        pollers = [pollers_of_this_loop()[key] for key in keys]
 
         def polls() -> float:
-            return float(poller.polls)
+            return float(min(poller.polls for poller in pollers))
+
+        first = polls()
+        # Two more rounds: the second one started after every trigger had subscribed.
+        await wait_until(lambda: polls() >= first + 2, args.warmup_timeout, "a full round")
+        setup_cpu, setup_wall = time.process_time() - setup_cpu0, time.perf_counter() - setup_wall0
     else:
         await wait_until(lambda: all(t.polls >= 1 for t in triggers), args.warmup_timeout, "every first poll")
         setup_cpu, setup_wall = time.process_time() - setup_cpu0, time.perf_counter() - setup_wall0
@@ -202,6 +210,139 @@ async def fanin(args: argparse.Namespace) -> dict[str, Any]:
         "event_sample": events[:1],
         "leftover_pollers": leftover_pollers,
     }
+
+
+# -- start cost ---------------------------------------------------------------------------------------
+class BenchTaskInstance:
+    """What ``SlurmSubmitJobOperator.execute`` reads of a task instance: ids, try number, its XComs."""
+
+    def __init__(self, run_id: str, map_index: int, try_number: int) -> None:
+        self.dag_id, self.task_id, self.run_id = "bench_start", "train", run_id
+        self.map_index, self.try_number = map_index, try_number
+        self.xcoms: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcoms[key] = value
+
+    def xcom_pull(self, task_ids: str | None = None, key: str = "return_value", **_: Any) -> Any:
+        return None  # a new try starts with the earlier try's XComs cleared (Airflow 2.11 and 3.x)
+
+
+class BenchStateStore:
+    """The task state store of Airflow 3.3+ (``context["task_state_store"]``): survives retries."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    def get(self, key: str) -> Any:
+        return self.values.get(key)
+
+    def set(self, key: str, value: Any) -> None:
+        self.values[key] = value
+
+
+def start(args: argparse.Namespace) -> dict[str, Any]:
+    """N mapped task instances start (first try), then start again as retries; calls and bytes of each."""
+    import datetime
+    from types import SimpleNamespace
+
+    import requests
+    from emulator_proc import CLUSTER_ID, PROJECT, REGION, control_headers
+
+    from airflow_provider_slurmapi.operators.slurm import SlurmSubmitJobOperator
+
+    def calls() -> dict[str, Any]:
+        return dict(requests.get(f"{args.emulator}/_emulator/calls", headers=control_headers(), timeout=60).json())
+
+    operator = SlurmSubmitJobOperator(
+        task_id="train",
+        job={"name": "bench-start", "partition": "debug", "hold": True, "current_working_directory": args.workdir},
+        script="#!/bin/bash\nsleep 3600\n",
+        wait_for_completion=False,
+        region=REGION,
+        cluster_id=CLUSTER_ID,
+        project_id=PROJECT,
+    )
+    operator.hook.retry_initial_wait = 0.05
+    run = SimpleNamespace(start_date=datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5))
+    run_id = f"bench__{os.getpid()}"
+    stores = [BenchStateStore() for _ in range(args.n)]
+
+    def start_all(try_number: int, stored: bool) -> dict[str, float]:
+        requests.post(
+            f"{args.emulator}/_emulator/calls/reset", headers=control_headers(), timeout=30
+        ).raise_for_status()
+        cpu0 = time.process_time()
+        for index in range(args.n):
+            ti = BenchTaskInstance(run_id, index, try_number)
+            context: dict[str, Any] = {"ti": ti, "dag_run": run}
+            if stored:
+                context["task_state_store"] = stores[index]
+            operator.execute(context)  # type: ignore[arg-type]
+        cpu = time.process_time() - cpu0
+        counted = calls()
+        return {
+            "calls": counted["total"] / args.n,
+            "bytes": counted.get("answer_bytes", counted["by_kind"].get("answer_bytes", 0)) / args.n,
+            "cpu_ms": cpu * 1000 / args.n,
+            "by_kind": {k: v / args.n for k, v in counted["by_kind"].items() if k not in ("total", "answer_bytes")},
+        }
+
+    first = start_all(1, stored=True)  # the 3.3+ store records each job id
+    retry_stored = start_all(2, stored=True)
+    retry_history = start_all(3, stored=False)  # no state store: Airflow 2.11 to 3.2
+    return {"n": args.n, "first": first, "retry_stored": retry_stored, "retry_history": retry_history}
+
+
+# -- poll cost ----------------------------------------------------------------------------------------
+async def pollcost(args: argparse.Namespace) -> dict[str, Any]:
+    """N watched jobs in one poller; per interval, calls and bytes with no change, then 1% and 50% changing."""
+    import requests
+    from emulator_proc import API_VERSION, CLUSTER_ID, PROJECT, REGION, control_headers
+
+    from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
+    from airflow_provider_slurmapi.triggers.poller import ClusterPoller, PollerKey, Subscription
+
+    key = PollerKey("google_cloud_default", PROJECT, REGION, CLUSTER_ID, API_VERSION, None, None)
+    poller = ClusterPoller(key, SlurmApiAsyncHook(**key.hook_kwargs()))
+    ids = list(range(args.first_id, args.first_id + args.n))
+    for job_id in ids:
+        poller.add(Subscription(job_id, 3600.0))  # one round now, the next in an hour: rounds are ours to run
+    await wait_until(lambda: poller.polls >= 1, 600, "the first round")
+    await poller.poll_once()
+    sync_hook = SlurmApiHook(region=REGION, cluster_id=CLUSTER_ID, project_id=PROJECT)
+    untouched = list(ids)
+    results: dict[str, Any] = {}
+    for label, fraction in (("none", 0.0), ("1%", 0.01), ("50%", 0.5)):
+        count = round(fraction * args.n)
+        changing, untouched = untouched[:count], untouched[count:]
+        for job_id in changing:
+            await asyncio.to_thread(sync_hook.cancel_job, job_id)
+        await asyncio.to_thread(
+            requests.post, f"{args.emulator}/_emulator/calls/reset", headers=control_headers(), timeout=30
+        )
+        lags = LoopSampler(0.01)
+        lag_task = asyncio.get_running_loop().create_task(lags.run())
+        lags.measuring = True
+        cpu0 = time.process_time()
+        await poller.poll_once()
+        cpu = time.process_time() - cpu0
+        lags.stop()
+        await lag_task
+        counted = (
+            await asyncio.to_thread(
+                requests.get, f"{args.emulator}/_emulator/calls", headers=control_headers(), timeout=60
+            )
+        ).json()
+        results[label] = {
+            "changed": count,
+            "calls": counted["total"],
+            "bytes": counted.get("answer_bytes", counted["by_kind"].get("answer_bytes", 0)),
+            "cpu_ms": cpu * 1000,
+            "by_kind": {k: v for k, v in counted["by_kind"].items() if k not in ("total", "answer_bytes")},
+        }
+    await poller.stop()
+    return {"n": args.n, "intervals": results}
 
 
 # -- hook overhead ------------------------------------------------------------------------------------
@@ -262,11 +403,22 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--variant", choices=("shared", "peer"), required=True)
     f.add_argument("--n", type=int, required=True)
     f.add_argument("--first-id", type=int, default=1)
+    f.add_argument("--clusters", type=int, default=1)
     f.add_argument("--interval", type=float, default=1.0)
     f.add_argument("--intervals", type=int, default=5)
     f.add_argument("--warmup-timeout", type=float, default=600.0)
     f.add_argument("--emulator", required=True)
     f.add_argument("--out", required=True)
+    st = sub.add_parser("start")
+    st.add_argument("--n", type=int, required=True)
+    st.add_argument("--workdir", required=True)
+    st.add_argument("--emulator", required=True)
+    st.add_argument("--out", required=True)
+    pc = sub.add_parser("pollcost")
+    pc.add_argument("--n", type=int, required=True)
+    pc.add_argument("--first-id", type=int, default=1)
+    pc.add_argument("--emulator", required=True)
+    pc.add_argument("--out", required=True)
     h = sub.add_parser("hook")
     h.add_argument("--emulator", required=True)
     h.add_argument("--job-id", type=int, default=1)
@@ -281,7 +433,14 @@ def main(argv: list[str] | None = None) -> int:
 
     import airflow_provider_slurmapi.hooks.slurm  # noqa: F401
 
-    result = asyncio.run(fanin(args)) if args.case == "fanin" else hook(args)
+    if args.case == "fanin":
+        result = asyncio.run(fanin(args))
+    elif args.case == "pollcost":
+        result = asyncio.run(pollcost(args))
+    elif args.case == "start":
+        result = start(args)
+    else:
+        result = hook(args)
     Path(args.out).write_text(json.dumps(result))
     return 0
 

@@ -71,6 +71,20 @@ class Emulator:
             CONTROL_TOKEN_FILE_ENV: str(self.control_token_file),
         }
 
+    def add_foreign_jobs(self, count: int, user: str = "nobody") -> list[int]:
+        """``count`` held jobs of another user of the cluster (the harness makes them; nothing is counted)."""
+        ids: list[int] = []
+        for start in range(0, count, 5000):
+            answer = requests.post(
+                f"{self.url}/_emulator/foreign-jobs",
+                json={"count": min(5000, count - start), "user": user, "name": "someone-elses"},
+                headers=self._control(),
+                timeout=600,
+            )
+            answer.raise_for_status()
+            ids += answer.json()["job_ids"]
+        return ids
+
     def submit_held_jobs(self, count: int, threads: int = 4) -> list[int]:
         """``count`` jobs with ``hold: true``: they stay PENDING (JobHeldUser) and never start a process."""
         body = {

@@ -304,13 +304,194 @@ def report_hook(result: dict[str, Any]) -> list[tuple[str, bool]]:
     return [(f"hook: latency ratio hook/plain {ratio:.2f} <= {GOAL_MAX_HOOK_RATIO}", ratio <= GOAL_MAX_HOOK_RATIO)]
 
 
+# -- 4. start cost and 5. poll cost on a busy cluster -----------------------------------------------
+GOAL_FIRST_TRY_CALLS = 1.0
+GOAL_RETRY_MAX_CALLS = 3.0
+GOAL_RETRY_MAX_BYTES_RATIO = 2.0
+GOAL_BYTES_SAME_RATIO = 1.1  # "independent of Q": at most 10% more at the largest Q than at Q = 0
+GOAL_MAX_LAG_P99 = 0.050
+
+
+def baseline_tree(tmp: Path, ref: str | None) -> Path | None:
+    """The package as it is at ``ref`` (today's code), extracted for ``PYTHONPATH``; None: no baseline."""
+    if not ref:
+        return None
+    target = tmp / "baseline"
+    target.mkdir(exist_ok=True)
+    archive = subprocess.run(
+        ["git", "-C", str(BENCH.parent), "archive", ref, "airflow_provider_slurmapi"], capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    return target
+
+
+def code_env(tmp: Path, emulator: Emulator, baseline: Path | None) -> dict[str, str]:
+    env = child_env(tmp, emulator)
+    if baseline is not None:
+        env["PYTHONPATH"] = str(baseline)
+    return env
+
+
+def bench_start(
+    tmp: Path, qs: list[int], n: int, baseline_n: int, baseline: Path | None
+) -> dict[tuple[int, str], dict[str, Any]]:
+    results: dict[tuple[int, str], dict[str, Any]] = {}
+    sides = [("ours", None, n)] + ([("today", baseline, baseline_n)] if baseline else [])
+    for q in qs:
+        for side, tree, count in sides:
+            with start_emulator(tmp / f"start-q{q}-{side}") as emulator:  # each side its own queue of Q jobs
+                emulator.add_foreign_jobs(q)
+                started = time.perf_counter()
+                case = ["start", f"--n={count}", f"--workdir={emulator.workdir}", f"--emulator={emulator.url}"]
+                result = run_case(tmp, code_env(tmp, emulator, tree), case, timeout=3600)
+                results[(q, side)] = result
+                print(
+                    f"  start Q={q:<6} {side:<5} N={count}: first try {result['first']['calls']:.2f} calls "
+                    f"{fmt_bytes(result['first']['bytes'])}, retry {result['retry_history']['calls']:.2f} calls "
+                    f"({time.perf_counter() - started:.0f}s)",
+                    flush=True,
+                )
+    return results
+
+
+def report_start(results: dict[tuple[int, str], dict[str, Any]], qs: list[int]) -> list[tuple[str, bool]]:
+    print("\n4. Start cost: task starts with Q jobs of another user in the queue; per task start, medians of N")
+    print("   ours = this code; today = the baseline code (--baseline-ref), same emulator, same run")
+    print(
+        f"   {'Q':>6} {'code':<6} {'N':>4} {'first try calls':>16} {'bytes':>10} {'retry, stored id':>17} {'bytes':>10} "
+        f"{'retry, no store':>16} {'bytes':>10}"
+    )
+    for q in qs:
+        for side in ("ours", "today"):
+            r = results.get((q, side))
+            if r is None:
+                continue
+            f, rs, rh = r["first"], r["retry_stored"], r["retry_history"]
+            print(
+                f"   {q:>6} {side:<6} {r['n']:>4} {f['calls']:>16.2f} {fmt_bytes(f['bytes']):>10} {rs['calls']:>17.2f} "
+                f"{fmt_bytes(rs['bytes']):>10} {rh['calls']:>16.2f} {fmt_bytes(rh['bytes']):>10}"
+            )
+    goals: list[tuple[str, bool]] = []
+    ours = {q: results[(q, "ours")] for q in qs if (q, "ours") in results}
+    if not ours:
+        return goals
+    low, high = min(ours), max(ours)
+    worst_first = max(r["first"]["calls"] for r in ours.values())
+    goals.append((f"start: first try calls per start (worst Q) {worst_first:.2f} == 1", worst_first == 1.0))
+    first_ratio = ours[high]["first"]["bytes"] / max(ours[low]["first"]["bytes"], 1)
+    goals.append(
+        (
+            f"start: first-try bytes at Q={high} / Q={low} = {first_ratio:.2f} <= {GOAL_BYTES_SAME_RATIO}",
+            first_ratio <= GOAL_BYTES_SAME_RATIO,
+        )
+    )
+    for kind, label in (("retry_stored", "retry with stored id"), ("retry_history", "retry without store")):
+        calls = max(r[kind]["calls"] for r in ours.values())
+        ratio = max(r[kind]["bytes"] for r in ours.values()) / max(ours[low][kind]["bytes"], 1)
+        goals.append((f"start: {label}: calls {calls:.2f} <= {GOAL_RETRY_MAX_CALLS:g}", calls <= GOAL_RETRY_MAX_CALLS))
+        goals.append(
+            (
+                f"start: {label}: bytes (worst Q) / Q={low} = {ratio:.2f} <= {GOAL_RETRY_MAX_BYTES_RATIO:g}",
+                ratio <= GOAL_RETRY_MAX_BYTES_RATIO,
+            )
+        )
+    return goals
+
+
+def bench_pollcost(tmp: Path, qs: list[int], n: int, baseline: Path | None) -> dict[tuple[int, str], dict[str, Any]]:
+    results: dict[tuple[int, str], dict[str, Any]] = {}
+    for q in qs:
+        for side, tree in [("ours", None)] + ([("today", baseline)] if baseline else []):
+            with start_emulator(tmp / f"poll-q{q}-{side}") as emulator:
+                emulator.add_foreign_jobs(q)
+                ids = emulator.submit_held_jobs(n)
+                case = ["pollcost", f"--n={n}", f"--first-id={ids[0]}", f"--emulator={emulator.url}"]
+                result = run_case(tmp, code_env(tmp, emulator, tree), case, timeout=3600)
+                results[(q, side)] = result
+                per = result["intervals"]
+                print(
+                    f"  poll Q={q:<6} {side:<5} N={n}: "
+                    + ", ".join(f"{k} changing {v['calls']} calls {fmt_bytes(v['bytes'])}" for k, v in per.items()),
+                    flush=True,
+                )
+    return results
+
+
+def report_pollcost(results: dict[tuple[int, str], dict[str, Any]], qs: list[int], n: int) -> list[tuple[str, bool]]:
+    print(f"\n5. Poll cost: N={n} watched jobs among Q jobs of another user; one poll interval (round)")
+    print(f"   {'Q':>6} {'code':<6} {'changing':>9} {'calls':>6} {'bytes':>10}  calls by kind")
+    for q in qs:
+        for side in ("ours", "today"):
+            r = results.get((q, side))
+            if r is None:
+                continue
+            for label, v in r["intervals"].items():
+                kinds = ", ".join(f"{k} {c}" for k, c in sorted(v["by_kind"].items()))
+                print(f"   {q:>6} {side:<6} {label:>9} {v['calls']:>6} {fmt_bytes(v['bytes']):>10}  {kinds}")
+    goals: list[tuple[str, bool]] = []
+    ours = {q: results[(q, "ours")] for q in qs if (q, "ours") in results}
+    if len(ours) < 2:
+        return goals
+    low, high = min(ours), max(ours)
+    for label in ("1%", "50%"):
+        ratio = ours[high]["intervals"][label]["bytes"] / max(ours[low]["intervals"][label]["bytes"], 1)
+        goals.append(
+            (
+                f"poll: {label} changing, bytes per interval at Q={high} / Q={low} = {ratio:.2f} <= {GOAL_BYTES_SAME_RATIO}",
+                ratio <= GOAL_BYTES_SAME_RATIO,
+            )
+        )
+    return goals
+
+
+def bench_lag(tmp: Path, n: int, clusters: int, interval: float, intervals: int) -> dict[str, Any]:
+    with start_emulator(tmp / "lag") as emulator:
+        ids = emulator.submit_held_jobs(n)
+        case = [
+            "fanin",
+            "--variant=shared",
+            f"--n={n}",
+            f"--first-id={ids[0]}",
+            f"--clusters={clusters}",
+            f"--interval={interval}",
+            f"--intervals={intervals}",
+            f"--emulator={emulator.url}",
+        ]
+        result = run_case(tmp, child_env(tmp, emulator), case, timeout=1800)
+    print(f"  lag N={n} over {clusters} clusters: p99 {result['lag_p99'] * 1000:.1f} ms", flush=True)
+    return result
+
+
+def report_lag(result: dict[str, Any], n: int, clusters: int) -> list[tuple[str, bool]]:
+    print(f"\n6. Triggerer event-loop lag: N={n} SlurmJobTriggers over {clusters} clusters (shared pollers)")
+    print(
+        f"   lag p99 {result['lag_p99'] * 1000:.1f} ms, max {result['lag_max'] * 1000:.1f} ms, "
+        f"{result['calls_per_interval']:.1f} calls/interval, setup {result['setup_wall']:.1f}s"
+    )
+    p99 = result["lag_p99"]
+    return [(f"lag: p99 at N={n} over {clusters} clusters {p99 * 1000:.1f} ms < 50 ms", p99 < GOAL_MAX_LAG_P99)]
+
+
 # -- main ---------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smoke run: N=1,100, one run each, short windows")
     parser.add_argument("--n", help="comma list of trigger counts (default 1,100,1000,5000; quick: 1,100)")
     parser.add_argument(
-        "--only", choices=("fanin", "parse", "hook"), action="append", help="run only these (repeatable)"
+        "--only",
+        choices=("fanin", "parse", "hook", "start", "pollcost", "lag"),
+        action="append",
+        help="run only these (repeatable)",
+    )
+    parser.add_argument("--start-q", help="foreign jobs in the queue for start/poll cost (default 0,1000,10000)")
+    parser.add_argument("--start-n", type=int, help="task starts measured (default 500; quick 50)")
+    parser.add_argument("--baseline-n", type=int, help="task starts of the baseline code (default 10; quick 3)")
+    parser.add_argument("--poll-n", type=int, help="watched jobs of the poll-cost bench (default 1000; quick 200)")
+    parser.add_argument(
+        "--baseline-ref",
+        default="main",
+        help="git ref of today's code, measured beside ours in start/pollcost ('' for none; default main: "
+        "give the commit before a change once main has it)",
     )
     parser.add_argument("--interval", type=float, help="poll interval in seconds (default 1)")
     parser.add_argument("--intervals", type=int, help="intervals measured per run (default 4; quick 3)")
@@ -324,7 +505,12 @@ def main(argv: list[str] | None = None) -> int:
     intervals = args.intervals or (3 if args.quick else 4)
     repeats = args.repeats or (1 if args.quick else 3)
     parse_repeats = args.parse_repeats or (2 if args.quick else 3)
-    only = set(args.only or ("fanin", "parse", "hook"))
+    only = set(args.only or ("fanin", "parse", "hook", "start", "pollcost", "lag"))
+    start_qs = [int(x) for x in (args.start_q or ("0,1000" if args.quick else "0,1000,10000")).split(",")]
+    start_n = args.start_n or (50 if args.quick else 500)
+    baseline_n = args.baseline_n or (3 if args.quick else 10)
+    poll_n = args.poll_n or (200 if args.quick else 1000)
+    lag_n, lag_clusters = (500, 10) if args.quick else (5000, 10)
     started = time.perf_counter()
     goals: list[tuple[str, bool]] = []
 
@@ -351,6 +537,12 @@ def main(argv: list[str] | None = None) -> int:
                     hook_result = bench_hook(emulator, tmp, blocks=8 if args.quick else 20)
         if "parse" in only:
             parse_results = bench_parse(tmp, parse_repeats)
+        baseline = baseline_tree(tmp, args.baseline_ref) if only & {"start", "pollcost"} else None
+        start_results = bench_start(tmp, start_qs, start_n, baseline_n, baseline) if "start" in only else None
+        poll_results = (
+            bench_pollcost(tmp, [min(start_qs), max(start_qs)], poll_n, baseline) if "pollcost" in only else None
+        )
+        lag_result = bench_lag(tmp, lag_n, lag_clusters, interval, intervals) if "lag" in only else None
 
     print("\n" + "=" * 118)
     if fanin_rows:
@@ -359,7 +551,13 @@ def main(argv: list[str] | None = None) -> int:
         goals += report_parse(*parse_results, parse_repeats)
     if hook_result is not None:
         goals += report_hook(hook_result)
-    print("\nGoals (issue #5):")
+    if start_results is not None:
+        goals += report_start(start_results, start_qs)
+    if poll_results is not None:
+        goals += report_pollcost(poll_results, [min(start_qs), max(start_qs)], poll_n)
+    if lag_result is not None:
+        goals += report_lag(lag_result, lag_n, lag_clusters)
+    print("\nGoals:")
     for text, ok in goals:
         print(f"   {verdict(ok)}  {text}")
     print(f"\n{sum(ok for _, ok in goals)}/{len(goals)} goals met; bench took {time.perf_counter() - started:.0f}s")

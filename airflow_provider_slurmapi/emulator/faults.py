@@ -39,11 +39,13 @@ fault SPEC = KIND[@MATCH][*COUNT]   (COUNT default 1, "inf" = every matching cal
     500-after / 502-after / 503-after      done, then the HTTP error is answered
     reset-before / reset-after             TCP connection reset with no answer (after: done)
     slow=SECONDS         done, answer delayed by SECONDS
+    late=SECONDS         done SECONDS after the call arrived, never answered: the connection is held
+                         until then and reset (a client that timed out before has long given up)
     malformed-envelope   done, answered 200 with JSON that is not an envelope
     non-json-body        done, answered with envelope status 200 and a non-JSON body text
     expire-token         401 UNAUTHENTICATED; issued tokens are revoked (fetch a new one),
                          static tokens work again on the next call
-  e.g. 500-after@submit   slow=2.5@jobs-state*3   unavailable*inf   expire-token@any"""
+  e.g. 500-after@submit   slow=2.5@jobs-state*3   late=3@submit   unavailable*inf   expire-token@any"""
 
 
 class FaultSpecError(ValueError):
@@ -69,6 +71,7 @@ class Fault:
             "503-after",
             "reset-after",
             "slow",
+            "late",
             "malformed-envelope",
             "non-json-body",
         )
@@ -89,6 +92,9 @@ def parse_fault(spec: str) -> Fault:
     if kind.startswith("slow="):
         delay = float(kind.split("=", 1)[1])
         kind = "slow"
+    elif kind.startswith("late="):
+        delay = float(kind.split("=", 1)[1])
+        kind = "late"
     elif kind not in SIMPLE_KINDS:
         raise FaultSpecError(f"unknown fault kind {kind!r} in {spec!r}\n{GRAMMAR_HELP}")
     match = m.group("match") or "any"

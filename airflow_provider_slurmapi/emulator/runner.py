@@ -71,6 +71,10 @@ class EmulatorHandle:
         """Arm a fault (grammar: KIND[@MATCH][*COUNT]); raises ValueError on a bad spec."""
         self._run(lambda: self._server.faults.add(spec))
 
+    def add_foreign_jobs(self, count: int, user: str = "nobody", **fields: str) -> list[int]:
+        """Held jobs of another user of the cluster (``name``, ``comment``, ``state`` PENDING/COMPLETED)."""
+        return self._run(lambda: self._server.add_foreign_jobs(count, user, **fields), timeout=300)
+
     def clear_faults(self) -> None:
         self._run(self._server.faults.clear)
 

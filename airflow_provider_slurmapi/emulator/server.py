@@ -14,6 +14,7 @@ import collections
 import contextlib
 import logging
 import os
+import pwd
 import secrets
 import shutil
 import socket
@@ -41,6 +42,7 @@ from .envelope import (
 )
 from .faults import Fault, FaultInjector, FaultSpecError
 from .gateway import GatewayBackend, SlurmrestdUnreachable
+from .jobdesc import JobRequest
 from .model import Cluster, Job
 from .slurm_api import SlurmBackend, SlurmModelApi, SlurmResponse
 
@@ -148,6 +150,7 @@ def job_summary(job: Job, history_delay: float) -> dict[str, Any]:
     return {
         "job_id": job.job_id,
         "name": job.name,
+        "user": job.user,
         "comment": job.req.comment,
         "partition": job.partition,
         "state": job.state,
@@ -180,6 +183,8 @@ class EmulatorServer:
             self.faults.add(spec)
         self.call_counts: collections.Counter[str] = collections.Counter()
         self.last_calls: collections.deque[dict[str, Any]] = collections.deque(maxlen=LAST_CALLS)
+        self._late_tasks: set[asyncio.Task[None]] = set()
+        self.answer_bytes = 0  # bytes of envelope answers sent: what clients download
         self.cluster: Cluster | None = None
         self.backend: SlurmBackend
         self.auth: TokenAuthority
@@ -233,6 +238,7 @@ class EmulatorServer:
             app.router.add_get(f"{CONTROL_PREFIX}/jobs", self.handle_jobs),
             app.router.add_get(f"{CONTROL_PREFIX}/calls", self.handle_calls),
             app.router.add_post(f"{CONTROL_PREFIX}/calls/reset", self.handle_calls_reset),
+            app.router.add_post(f"{CONTROL_PREFIX}/foreign-jobs", self.handle_foreign_jobs),
             app.router.add_get(f"{CONTROL_PREFIX}/faults", self.handle_faults_get),
             app.router.add_post(f"{CONTROL_PREFIX}/faults", self.handle_faults_post),
             app.router.add_delete(f"{CONTROL_PREFIX}/faults", self.handle_faults_delete),
@@ -361,6 +367,9 @@ class EmulatorServer:
             _reset_connection(request)
             return web.Response(status=499)  # never sent: the transport is gone
         record["http_status"] = response.status
+        body = getattr(response, "body", None)
+        record["bytes"] = len(body) if isinstance(body, bytes | bytearray) else 0
+        self.answer_bytes += record["bytes"]
         self._log(record, started)
         self.last_calls.append(record)
         return response
@@ -396,11 +405,29 @@ class EmulatorServer:
             record["fault"] = fault.spec
             if not fault.action_done:
                 return self._fault_before(fault)
+        if fault is not None and fault.kind == "late":
+            await self._carry_out_late(call, fault.delay, record)
         answer = await self._call_slurm(call)
         record["slurm_status"] = answer.status
         if fault is not None:
             return await self._fault_after(fault, answer)
         return web.Response(text=encode_answer(answer, cfg.envelope), content_type="application/json")
+
+    async def _carry_out_late(self, call: SlurmCall, delay: float, record: dict[str, Any]) -> None:
+        """The ``late`` fault: do the call ``delay`` seconds from now, whether the client still waits or not,
+        then drop the connection without an answer."""
+
+        async def later() -> None:
+            await asyncio.sleep(delay)
+            answer = await self._call_slurm(call)
+            record["slurm_status"] = answer.status
+            log.info("late fault: %s %s carried out %.1fs after it arrived", call.method, call.path, delay)
+
+        task = asyncio.get_running_loop().create_task(later())
+        self._late_tasks.add(task)
+        task.add_done_callback(self._late_tasks.discard)
+        await asyncio.shield(task)
+        raise ConnectionReset()
 
     async def _call_slurm(self, call: SlurmCall) -> SlurmResponse:
         try:
@@ -483,9 +510,15 @@ class EmulatorServer:
         return []
 
     def calls_snapshot(self) -> dict[str, Any]:
-        return {"total": self.call_counts["total"], "by_kind": dict(self.call_counts), "last": list(self.last_calls)}
+        return {
+            "total": self.call_counts["total"],
+            "by_kind": dict(self.call_counts),
+            "answer_bytes": self.answer_bytes,
+            "last": list(self.last_calls),
+        }
 
     def reset_calls(self) -> None:
+        self.answer_bytes = 0
         self.call_counts.clear()
         self.last_calls.clear()
 
@@ -498,6 +531,59 @@ class EmulatorServer:
     async def handle_calls_reset(self, request: web.Request) -> web.Response:
         self.reset_calls()
         return web.json_response({"ok": True})
+
+    def add_foreign_jobs(
+        self, count: int, user: str, *, name: str = "", comment: str = "", state: str = "PENDING"
+    ) -> list[int]:
+        """Held jobs of another cluster user (``state`` COMPLETED: finished, as if they had run).
+
+        They stand for the rest of a shared cluster: a busy queue, or a user who copies comments.
+        Raises ValueError on a bad request (unknown user, count, state) or in gateway mode.
+        """
+        if self.cluster is None:
+            raise ValueError("foreign jobs exist only in model mode, not in gateway mode")
+        try:
+            owner = pwd.getpwnam(user)
+        except KeyError:
+            raise ValueError(f"user={user!r} is not an account of this machine (e.g. 'nobody')") from None
+        if not 0 < count <= 100_000 or state not in ("PENDING", "COMPLETED"):
+            raise ValueError(f"count={count} must be 1..100000 and state={state!r} PENDING or COMPLETED")
+        ids = []
+        for _ in range(count):
+            req = JobRequest(
+                script="#!/bin/bash\ntrue\n",
+                name=name or "foreign",
+                comment=comment,
+                cwd=str(self.cluster.workdir),
+                environment=["PATH=/bin"],
+                hold=True,
+            )
+            job = self.cluster.create_job(req, self.cluster.partitions[0])
+            job.user, job.uid, job.gid = owner.pw_name, owner.pw_uid, owner.pw_gid
+            if state == "COMPLETED":
+                self.cluster.pending.pop(job.job_id, None)
+                job.state, job.reason = "COMPLETED", "None"
+                job.start = job.end = time.time()
+            job.touch()
+            ids.append(job.job_id)
+        return ids
+
+    async def handle_foreign_jobs(self, request: web.Request) -> web.Response:
+        """``POST /_emulator/foreign-jobs {"count", "user", "name"?, "comment"?, "state"?}``: see add_foreign_jobs."""
+        try:
+            data = await request.json()
+            if not isinstance(data, dict):
+                raise ValueError("expected a JSON object")
+            ids = self.add_foreign_jobs(
+                int(data.get("count", 1)),
+                str(data["user"]),
+                name=str(data.get("name") or ""),
+                comment=str(data.get("comment") or ""),
+                state=str(data.get("state") or "PENDING"),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            return web.json_response({"error": f"bad foreign-jobs request: {exc}"}, status=400)
+        return web.json_response({"job_ids": ids})
 
     async def handle_faults_get(self, request: web.Request) -> web.Response:
         return web.json_response({"faults": self.faults.as_list()})

@@ -47,6 +47,7 @@ from airflow_provider_slurmapi.slurm.results import (
     CancelOutcome,
     SubmitResult,
     newest_tagged,
+    own_tagged,
     read_cancel,
     read_history_job,
     read_job_states,
@@ -56,7 +57,7 @@ from airflow_provider_slurmapi.slurm.results import (
     read_submit,
 )
 from airflow_provider_slurmapi.slurm.retry import DEFAULT_RETRY_SECONDS, is_transient, retry_kwargs
-from airflow_provider_slurmapi.slurm.spec import PreparedSubmission, prepare_submission
+from airflow_provider_slurmapi.slurm.spec import CLOCK_SKEW_SECONDS, PreparedSubmission, prepare_submission
 from airflow_provider_slurmapi.slurm.states import JobStateInfo
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION, SlurmPaths
 
@@ -68,6 +69,8 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT_SECONDS = 60.0
 # How far back the history is searched for a job carrying a task's tag.
 TAG_LOOKBACK_SECONDS = 7 * 24 * 3600
+# After a lost submit answer, how much longer than the request timeout the service may still act on it.
+SUBMIT_SETTLE_MARGIN_SECONDS = 30.0
 _SUBMIT_TAG_PREFIX = "slurmapi-submit="
 
 
@@ -84,6 +87,9 @@ class SlurmApiHook(GoogleBaseHook):
     :param timeout: seconds to wait for one answer (default: connection extra ``request_timeout``, else 60).
     :param retry_seconds: how long transient failures of one call are retried before giving up
         (default: connection extra ``retry_seconds``, else 300). A watch rides out longer outages.
+    :param submit_settle_seconds: after a lost submit answer, how long the job is looked for before the
+        submit is sent again (default: connection extra ``submit_settle_seconds``, else the request
+        timeout plus 30 s): longer than the service may take to carry out a submit it got.
     """
 
     conn_name_attr = "gcp_conn_id"
@@ -103,6 +109,7 @@ class SlurmApiHook(GoogleBaseHook):
         api_endpoint: str | None = None,
         timeout: float | None = None,
         retry_seconds: float | None = None,
+        submit_settle_seconds: float | None = None,
         **kwargs: Any,
     ) -> None:
         # They decide where the token goes: checked before the connection is even read.
@@ -116,6 +123,8 @@ class SlurmApiHook(GoogleBaseHook):
         self.timeout = float(timeout or self._get_field("request_timeout") or DEFAULT_TIMEOUT_SECONDS)
         configured = retry_seconds if retry_seconds is not None else self._get_field("retry_seconds")
         self.retry_seconds = float(configured if configured not in (None, "") else DEFAULT_RETRY_SECONDS)
+        settle = submit_settle_seconds or self._get_field("submit_settle_seconds")
+        self.submit_settle_seconds = float(settle) if settle else self.timeout + SUBMIT_SETTLE_MARGIN_SECONDS
         self.retry_initial_wait = 1.0
         self._retrying_policy: tenacity.Retrying | None = None
         self._retrying_for: tuple[float, float] | None = None
@@ -155,15 +164,31 @@ class SlurmApiHook(GoogleBaseHook):
         from google.auth.transport.requests import AuthorizedSession
 
         _ = self.cluster  # the connection's project and endpoint are checked before any credential
-        return AuthorizedSession(self.get_credentials())
+        return AuthorizedSession(self._session_credentials)
 
-    def _post(self, data: bytes) -> tuple[int, bytes]:
+    @cached_property
+    def _session_credentials(self) -> Credentials:
+        """One credential for both sessions: a token refreshed by one is the other's too."""
+        return self.get_credentials()
+
+    @cached_property
+    def submit_session(self) -> requests.Session:
+        """The session of submits: same credentials, but it never re-sends a request on a 401.
+
+        ``AuthorizedSession`` refreshes the token and sends the request again on 401, which for a submit
+        could start a second job: a 401 on submit is handled as a lost answer instead.
+        """
+        from google.auth.transport.requests import AuthorizedSession
+
+        return AuthorizedSession(self._session_credentials, refresh_status_codes=())
+
+    def _post(self, data: bytes, *, session: requests.Session | None = None) -> tuple[int, bytes]:
         import requests
         from google.auth.exceptions import RefreshError, TransportError
 
         url = self.cluster.url
         try:
-            response = self.session.post(
+            response = (session or self.session).post(
                 url,
                 data=data,
                 headers={"Content-Type": "application/json"},
@@ -193,8 +218,11 @@ class SlurmApiHook(GoogleBaseHook):
         data = encode_request(method, path, body)
         retry = method != "POST" if retry is None else retry
 
+        # A POST may create something: it goes through the session that never re-sends on 401.
+        session = self.submit_session if method == "POST" else None
+
         def attempt() -> SlurmResponse:
-            status, content = self._post(data)
+            status, content = self._post(data, session=session)
             return _check_json(parse_envelope(status, content, method=method, path=path, cluster=self.cluster))
 
         response = self._retrying()(attempt) if retry else attempt()
@@ -209,62 +237,173 @@ class SlurmApiHook(GoogleBaseHook):
         *,
         tag: str | None = None,
         comment: str | None = None,
+        earlier_job_id: int | None = None,
     ) -> SubmitResult:
-        """Submit a batch job; never start two copies of it.
+        """Submit a batch job with exactly one call; never start two copies of it.
 
         Every job carries a tag in its ``comment`` (the task instance's, or a one-off one). A submit
-        whose answer is lost (no answer, 5xx, UNAVAILABLE) is followed by a look-up of the tag, and
-        resent only if no job carries it.
+        whose answer is lost (no answer, 5xx, UNAVAILABLE, 401) is followed by look-ups of the tag, and
+        resent only if no job carries it once the service can no longer be acting on it (see
+        ``submit_settle_seconds``). ``earlier_job_id``: a job of an earlier try with the same tag,
+        never taken for this submit's.
         """
         prepared = prepare_submission(job, script, tag=tag or _one_off_tag(), comment=comment)
         for note in prepared.notes:
             self.log.info("%s", note)
-        return self._submit_prepared(prepared)
+        return self._submit_prepared(prepared, earlier_job_id=earlier_job_id)
 
-    def _submit_prepared(self, prepared: PreparedSubmission) -> SubmitResult:
+    def _submit_prepared(self, prepared: PreparedSubmission, *, earlier_job_id: int | None = None) -> SubmitResult:
+        """Send the submit once; on a lost answer, look for the job until the settle window is over first.
+
+        A lost answer (no answer, 5xx, UNAVAILABLE, 429, a garbled one, or a 401) does not say whether
+        Slurm created the job, and the service may still act on it after the client gave up. The submit
+        is sent again only when lookups have found no job with its tag for ``submit_settle_seconds``
+        after it was sent; after any resend the tag is looked up again and, should two jobs carry it,
+        the newer is cancelled.
+        """
         assert prepared.tag
-        path = self.paths.submit()
-        since = int(time.time()) - 300
-        for attempt in tenacity.Retrying(**self._retry_kwargs()):
-            with attempt:
-                if attempt.retry_state.attempt_number > 1:
-                    found = self._find_after_lost_answer(prepared, since)
-                    if found is not None:
-                        return SubmitResult(job_id=found.job_id)
-                result = read_submit(self.call("POST", path, prepared.payload))
-                self.log.info("Submitted Slurm job %s to %s", result.job_id, self.cluster)
-                return result
-        raise AssertionError("unreachable")  # pragma: no cover
+        deadline = time.monotonic() + max(self.retry_seconds, self.submit_settle_seconds)
+        since = int(time.time()) - CLOCK_SKEW_SECONDS
+        resent = False
+        while True:
+            sent = time.monotonic()
+            try:
+                result = self._send_submit(prepared)
+            except SlurmApiError as exc:
+                if not _answer_lost(exc):
+                    raise
+                found = self._settle_lost_submit(prepared, exc, sent, since, earlier_job_id)
+                if found is not None:
+                    return SubmitResult(job_id=found.job_id)
+                if time.monotonic() >= deadline:
+                    raise
+                resent = True
+                continue
+            self.log.info("Submitted Slurm job %s to %s", result.job_id, self.cluster)
+            if resent:
+                result = self._drop_duplicate_jobs(prepared, result, since, earlier_job_id)
+            return result
 
-    def _find_after_lost_answer(self, prepared: PreparedSubmission, since: int) -> SlurmJob | None:
+    def _send_submit(self, prepared: PreparedSubmission) -> SubmitResult:
+        """One POST of ``job/submit``, through the session that never re-sends it."""
+        path = self.paths.submit()
+        data = encode_request("POST", path, prepared.payload)
+        status, content = self._post(data, session=self.submit_session)
+        if status == 401:
+            raise _SubmitTokenRefused(
+                "The submit was answered 401 (token refused); its outcome is treated as unknown.", http_status=401
+            )
+        response = _check_json(parse_envelope(status, content, method="POST", path=path, cluster=self.cluster))
+        _log_slurm_warnings(self.log, response)
+        return read_submit(response)
+
+    def _settle_lost_submit(
+        self, prepared: PreparedSubmission, exc: SlurmApiError, sent: float, since: int, earlier_job_id: int | None
+    ) -> SlurmJob | None:
+        """Look for the job of a lost submit until ``submit_settle_seconds`` after it was sent."""
+        assert prepared.tag
+        settled_at = sent + self.submit_settle_seconds
+        pause = min(10.0, max(0.5, self.submit_settle_seconds / 4))
+        self.log.warning(
+            "The answer to the submit was lost (%s). Looking for tag %s for up to %.0fs before sending it again.",
+            exc,
+            prepared.tag,
+            max(0.0, settled_at - time.monotonic()),
+        )
+        while True:
+            looked_at = time.monotonic()
+            found = self._find_after_lost_answer(prepared, since, earlier_job_id)
+            if found is not None:
+                return found
+            if looked_at >= settled_at:
+                self.log.warning(
+                    "No job carries tag %s %.0fs after the lost submit: sending it again.",
+                    prepared.tag,
+                    looked_at - sent,
+                )
+                return None
+            time.sleep(min(pause, max(0.0, settled_at - time.monotonic())))
+
+    def _find_after_lost_answer(
+        self, prepared: PreparedSubmission, since: int, earlier_job_id: int | None = None
+    ) -> SlurmJob | None:
         assert prepared.tag
         try:
-            found = self.find_job_by_tag(prepared.tag, name=prepared.job.get("name"), since=since)
+            jobs = self._tagged_everywhere(prepared.tag, name=prepared.job.get("name"), since=since)
         except SlurmApiError as exc:
             raise SubmitOutcomeUnknownError(
                 f"The answer to a submit was lost and looking for its tag {prepared.tag} failed too ({exc}). "
                 "Not resending, to avoid a second copy of the job: check the cluster's queue for that tag."
             ) from exc
+        jobs = [job for job in jobs if earlier_job_id is None or job.job_id > earlier_job_id]
+        found = jobs[0] if jobs else None
         if found is not None:
             self.log.warning(
                 "The answer to the submit was lost, but Slurm job %s carries its tag %s: using it, not resending.",
                 found.job_id,
                 prepared.tag,
             )
-        else:
-            self.log.warning(
-                "The answer to the submit was lost and no job carries tag %s: sending it again.", prepared.tag
-            )
         return found
 
-    def find_job_by_tag(self, tag: str, *, name: str | None = None, since: int | None = None) -> SlurmJob | None:
-        """The newest job whose comment carries ``tag``: live queue first, then the history."""
-        found = newest_tagged(read_jobs(self.call("GET", self.paths.jobs()), history=False), tag)
-        if found is not None:
-            return found
+    def _drop_duplicate_jobs(
+        self, prepared: PreparedSubmission, result: SubmitResult, since: int, earlier_job_id: int | None
+    ) -> SubmitResult:
+        """After a resend: if the lost submit was carried out after all, keep the older job, cancel the newer."""
+        assert prepared.tag
+        try:
+            jobs = self._tagged_everywhere(prepared.tag, name=prepared.job.get("name"), since=since)
+        except SlurmApiError as exc:
+            self.log.warning("Could not look for a second job with tag %s after the resend: %s", prepared.tag, exc)
+            return result
+        jobs = [job for job in jobs if earlier_job_id is None or job.job_id > earlier_job_id]
+        if len(jobs) < 2:
+            return result
+        keep, extra = jobs[0], jobs[1:]
+        for job in extra:
+            self.log.warning(
+                "Slurm jobs %s and %s both carry tag %s (the lost submit was carried out after all): "
+                "cancelling the newer, %s.",
+                keep.job_id,
+                job.job_id,
+                prepared.tag,
+                job.job_id,
+            )
+            self.cancel_job(job.job_id)
+        return SubmitResult(job_id=keep.job_id, warnings=result.warnings if keep.job_id == result.job_id else [])
+
+    def _tagged_everywhere(self, tag: str, *, name: str | None, since: int) -> list[SlurmJob]:
+        """This task's jobs submitted since ``since``, from the live queue and the history, oldest first."""
+        live = read_jobs(self.call("GET", self.paths.jobs()), history=False)
+        path = self.paths.history_jobs(job_name=name, start_time=since)
+        history = read_jobs(self.call("GET", path), history=True)
+        return own_tagged([*live, *history], tag, since=since)
+
+    def find_job_by_tag(
+        self,
+        tag: str,
+        *,
+        name: str | None = None,
+        since: int | None = None,
+        user: str | None = None,
+    ) -> SlurmJob | None:
+        """The newest job of the submitting user that carries ``tag``, by the narrowest means that answers.
+
+        The history first, filtered by job name, user (when known) and a time window: its answer
+        grows with this task's jobs, not with the cluster. The live queue (every job of the cluster)
+        only when the history cannot answer: no accounting storage, an error, or records without
+        comments (the cluster does not store them: ``AccountingStoreFlags=job_comment`` is not set).
+        """
         start = since if since is not None else int(time.time()) - TAG_LOOKBACK_SECONDS
-        path = self.paths.history_jobs(job_name=name, start_time=start)
-        return newest_tagged(read_jobs(self.call("GET", path), history=True), tag)
+        path = self.paths.history_jobs(job_name=name, start_time=start, users=[user] if user else None)
+        try:
+            history = read_jobs(self.call("GET", path), history=True)
+        except SlurmApiError as exc:
+            self.log.warning("The history cannot answer (%s); looking for tag %s in the live queue.", exc, tag)
+        else:
+            if not history or any(job.comment for job in history):
+                return newest_tagged(history, tag, user=user)
+            self.log.info("The history keeps no job comments; looking for tag %s in the live queue.", tag)
+        return newest_tagged(read_jobs(self.call("GET", self.paths.jobs()), history=False), tag, user=user)
 
     def get_live_job(self, job_id: int) -> SlurmJob | None:
         return self._reread(lambda: read_live_job(self.call("GET", self.paths.job(job_id))))
@@ -338,6 +477,15 @@ def _check_json(response: SlurmResponse) -> SlurmResponse:
             f"({preview!r})."
         )
     return response
+
+
+class _SubmitTokenRefused(UnauthenticatedError):
+    """A 401 answer to a submit: the submit session does not re-send it, the lost-answer path decides."""
+
+
+def _answer_lost(exc: SlurmApiError) -> bool:
+    """Whether a submit's failure leaves its outcome unknown (the job may exist)."""
+    return is_transient(exc) or isinstance(exc, _SubmitTokenRefused)
 
 
 def _signal_not_resent(job_id: int, signal: str | None, exc: SlurmApiError) -> SignalOutcomeUnknownError:
@@ -469,14 +617,20 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
     async def call(
         self, method: HttpMethod, path: str, body: Mapping[str, Any] | None = None, *, retry: bool | None = None
     ) -> SlurmResponse:
-        """Async twin of :meth:`SlurmApiHook.call`; a 401 refreshes the token once and tries again."""
+        """Async twin of :meth:`SlurmApiHook.call`; a 401 refreshes the token once and tries again.
+
+        Never for a POST: a request that may create something is not re-sent by the transport; the
+        token is refreshed for the next call and the 401 goes to the caller.
+        """
         data = encode_request(method, path, body)
         cluster = await self._prepare()
         retry = method != "POST" if retry is None else retry
 
         async def attempt() -> SlurmResponse:
             status, content = await self._post(data)
-            if status == 401:
+            if status == 401 and method == "POST":
+                await self._token(force=True)
+            elif status == 401:
                 status, content = await self._post(data, force_refresh=True)
             return _check_json(parse_envelope(status, content, method=method, path=path, cluster=cluster))
 

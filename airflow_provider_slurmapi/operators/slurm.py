@@ -26,7 +26,7 @@ from airflow_provider_slurmapi.slurm.errors import (
     SignalOutcomeUnknownError,
     SlurmApiError,
 )
-from airflow_provider_slurmapi.slurm.spec import prepare_submission, task_comment, task_tag
+from airflow_provider_slurmapi.slurm.spec import CLOCK_SKEW_SECONDS, prepare_submission, task_comment, task_tag
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
 from airflow_provider_slurmapi.slurm.watch import (
     DEFAULT_MISSING_GRACE_SECONDS,
@@ -34,6 +34,7 @@ from airflow_provider_slurmapi.slurm.watch import (
     JobWatch,
     WatchStep,
 )
+from airflow_provider_slurmapi.tag_secret import tag_key
 
 if TYPE_CHECKING:
     import jinja2
@@ -181,7 +182,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         ti = context["ti"]
         map_index = getattr(ti, "map_index", -1)
         map_index = -1 if map_index is None else int(map_index)
-        tag = task_tag(ti.dag_id, ti.task_id, ti.run_id, map_index)
+        tag = task_tag(ti.dag_id, ti.task_id, ti.run_id, map_index, key=tag_key())
         job_spec = dict(self.job)
         if not job_spec.get("name"):
             job_spec["name"] = f"{ti.dag_id}.{ti.task_id}"
@@ -210,7 +211,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             if previous is not None:
                 self.log.info("Earlier Slurm job %s %s; submitting a new one.", previous.job_id, previous.describe())
             comment = task_comment(tag, ti.dag_id, ti.task_id, ti.run_id, map_index)
-            result = self.hook.submit_job(job_spec, self.script, tag=tag, comment=comment)
+            earlier = previous.job_id if previous is not None else None
+            result = self.hook.submit_job(job_spec, self.script, tag=tag, comment=comment, earlier_job_id=earlier)
             for warning in result.warnings:
                 self.log.warning("Slurm accepted job %s with a warning: %s", result.job_id, warning)
             job_id = result.job_id
@@ -224,13 +226,41 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         return self._wait(context, job_id)
 
     def _previous_job(self, context: Context, tag: str, name: str | None) -> SlurmJob | None:
-        store = context.get("task_state_store")
-        stored = store.get(JOB_ID_STATE_KEY) if store is not None else None
-        if stored:
-            job = self.hook.get_job(parse_job_id(str(stored)))
+        """The job an earlier try of this task instance started, by the narrowest means that answers.
+
+        A first try (try 1, no stored job id) has none: it costs no call. A retry asks for the stored
+        job id (task state store on Airflow 3.3+, else the earlier try's XCom where it survives), then
+        the history filtered by job name, user and the run's time window; the hook turns to the live
+        queue only when the history cannot answer.
+        """
+        ti = context["ti"]
+        stored = self._stored_job_id(context)
+        if stored is not None:
+            job = self.hook.get_job(stored)
             if job is not None:
                 return job
-        return self.hook.find_job_by_tag(tag, name=name)
+            self.log.info("Slurm job %s stored by an earlier try is unknown to Slurm; looking for tag %s.", stored, tag)
+        elif int(getattr(ti, "try_number", 1) or 1) <= 1:
+            return None
+        dag_run = context.get("dag_run")
+        started = getattr(dag_run, "start_date", None)
+        since = int(started.timestamp()) - CLOCK_SKEW_SECONDS if started is not None else None
+        return self.hook.find_job_by_tag(tag, name=name, since=since)
+
+    def _stored_job_id(self, context: Context) -> int | None:
+        """The job id an earlier try stored: task state store (Airflow 3.3+), else its XCom if it survived."""
+        store = context.get("task_state_store")
+        stored: Any = store.get(JOB_ID_STATE_KEY) if store is not None else None
+        ti = context["ti"]
+        if not stored and int(getattr(ti, "try_number", 1) or 1) > 1:
+            stored = ti.xcom_pull(task_ids=ti.task_id, key=JOB_ID_XCOM_KEY, map_indexes=ti.map_index)
+        if not stored:
+            return None
+        try:
+            return parse_job_id(str(stored))
+        except (ValueError, TypeError, AirflowException) as exc:
+            self.log.warning("Ignoring the stored Slurm job id %r: %s", stored, exc)
+            return None
 
     # -- wait -------------------------------------------------------------------------------------
     def _wait(self, context: Context, job_id: int) -> int:

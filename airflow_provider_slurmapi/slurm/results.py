@@ -23,6 +23,7 @@ from typing import Any
 from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
 from airflow_provider_slurmapi.slurm.errors import MalformedRecordError, MalformedResponseError, SlurmError
 from airflow_provider_slurmapi.slurm.job import SlurmJob, record_job_id
+from airflow_provider_slurmapi.slurm.spec import carries_tag
 from airflow_provider_slurmapi.slurm.states import JobStateInfo, is_job_state_shape, parse_job_state
 from airflow_provider_slurmapi.slurm.values import as_int, preview
 
@@ -149,10 +150,37 @@ def read_cancel(response: SlurmResponse) -> CancelOutcome:
     return CancelOutcome.CANCELLED
 
 
-def newest_tagged(jobs: Iterable[SlurmJob], tag: str) -> SlurmJob | None:
-    """The most recent job whose comment carries ``tag``."""
-    tagged = [job for job in jobs if job.comment and tag in job.comment]
-    return max(tagged, key=lambda job: job.job_id, default=None)
+def own_tagged(
+    jobs: Iterable[SlurmJob], tag: str, *, user: str | None = None, since: int | None = None
+) -> list[SlurmJob]:
+    """The jobs of the submitting user that carry ``tag`` as an exact token, oldest first, one record each.
+
+    ``user`` is the submitting user when known (e.g. the owner of the job an earlier try stored).
+    Unknown, it is the owner of the oldest job carrying the tag: the tag is keyed with a secret of the
+    Airflow deployment, so the first job to carry it was ours; anyone else can only have copied it
+    from that job's visible comment later, onto a newer job of their own. ``since`` (Unix time) drops
+    jobs submitted before it (e.g. a failed job of an earlier try, when looking for a lost submit).
+    """
+    by_id: dict[int, SlurmJob] = {}
+    for job in jobs:
+        if not carries_tag(job.comment, tag):
+            continue
+        if since is not None and job.submit_time is not None and job.submit_time < since:
+            continue
+        by_id.setdefault(job.job_id, job)
+    tagged = [by_id[job_id] for job_id in sorted(by_id)]
+    if not tagged:
+        return []
+    owner = user if user is not None else tagged[0].user
+    return [job for job in tagged if job.user == owner]
+
+
+def newest_tagged(
+    jobs: Iterable[SlurmJob], tag: str, *, user: str | None = None, since: int | None = None
+) -> SlurmJob | None:
+    """The most recent job of the submitting user carrying ``tag`` (see :func:`own_tagged`)."""
+    found = own_tagged(jobs, tag, user=user, since=since)
+    return found[-1] if found else None
 
 
 # -- reading the job records of an answer ----------------------------------------------------------

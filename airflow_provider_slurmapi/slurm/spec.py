@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import datetime
 import hashlib
+import hmac
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ from airflow_provider_slurmapi.slurm.errors import ConfigurationError
 DEFAULT_WORKING_DIRECTORY = "/tmp"
 DEFAULT_ENVIRONMENT: tuple[str, ...] = ("PATH=/usr/local/bin:/usr/bin:/bin",)
 TAG_PREFIX = "airflow-ti="
+# Clocks of Airflow and slurmctld may differ by this much when submit times are compared.
+CLOCK_SKEW_SECONDS = 60
 
 _TIME_RE = re.compile(r"^(?:(?P<days>\d+)-)?(?P<a>\d+)(?::(?P<b>\d+))?(?::(?P<c>\d+))?$")
 _INFINITE = {"UNLIMITED", "INFINITE"}
@@ -40,14 +43,26 @@ class PreparedSubmission:
         return job
 
 
-def task_tag(dag_id: str, task_id: str, run_id: str, map_index: int = -1) -> str:
-    """A short, deterministic tag that names one Airflow task instance (all its tries).
+def task_tag(dag_id: str, task_id: str, run_id: str, map_index: int = -1, *, key: bytes) -> str:
+    """A tag that names one Airflow task instance (all its tries) and that only this deployment can make.
 
     It goes into the job's ``comment`` so that a retry, a restarted worker or a lost submit answer
-    can find the job this task instance already started, instead of starting a second copy.
+    can find the job this task instance already started, instead of starting a second copy. It is an
+    HMAC keyed with a secret of the Airflow deployment: another cluster user, who sees the dag, task
+    and run ids, can neither predict it nor pre-create a job that carries it.
     """
-    digest = hashlib.sha256(f"{dag_id}\x00{task_id}\x00{run_id}\x00{map_index}".encode()).hexdigest()
-    return f"{TAG_PREFIX}{digest[:24]}"
+    if not key:
+        raise ConfigurationError(
+            "The key of the task tag is empty: a tag anyone can compute would let them steer tasks."
+        )
+    message = f"{dag_id}\x00{task_id}\x00{run_id}\x00{map_index}".encode()
+    digest = hmac.new(key, message, hashlib.sha256).hexdigest()
+    return f"{TAG_PREFIX}{digest[:32]}"
+
+
+def carries_tag(comment: str | None, tag: str) -> bool:
+    """Whether ``comment`` holds ``tag`` as a whole whitespace-separated token (never as a substring)."""
+    return bool(comment) and tag in str(comment).split()
 
 
 def task_comment(tag: str, dag_id: str, task_id: str, run_id: str, map_index: int = -1) -> str:
@@ -237,6 +252,6 @@ def prepare_submission(
     if tag:
         mark = comment or tag
         user_comment = str(desc.get("comment") or "").strip()
-        if tag not in user_comment:
+        if not carries_tag(user_comment, tag):
             desc["comment"] = f"{user_comment} | {mark}" if user_comment else mark
     return PreparedSubmission(payload={"job": desc, "script": script}, notes=notes, tag=tag)

@@ -8,8 +8,8 @@ same cluster through the same connection subscribes to one :class:`ClusterPoller
 - asks ``/slurm/{v}/jobs/state/?job_id=..&job_id=..`` once per interval for all their jobs (chunked to
   stay far below the 1 MB request limit), or ``/slurm/{v}/jobs/`` if the envelope refuses query strings
   or the cluster predates ``jobs/state``;
-- fetches a job's details (``/job/{id}``) only when its state changed, and ``/slurmdb`` only for jobs
-  missing from the live answer;
+- fetches a job's details (``/job/{id}``, a bounded batch at a time) only when its state changed, and
+  ``/slurmdb`` only for jobs missing from the live answer;
 - holds one :class:`~airflow_provider_slurmapi.hooks.slurm.SlurmApiAsyncHook`: one HTTP session, one
   credential refreshed once before it expires;
 - cancels jobs of killed tasks through that same session and token, concurrently, in tasks it owns,
@@ -39,8 +39,6 @@ log = logging.getLogger(__name__)
 
 # Job ids per jobs/state call: ~16 bytes each, so a chunk is ~160 kB, far below the 1 MB limit.
 MAX_IDS_PER_CALL = 10_000
-# More changed jobs than this in one round: read them all from one jobs/ call instead of one call each.
-BURST_THRESHOLD = 8
 # Per-job calls (details of a few changed jobs, history of jobs gone from the queue) run this many at once.
 MAX_CONCURRENT_CALLS = 8
 # Cancels of killed tasks run this many at once (a hundred tasks marked failed together).
@@ -75,11 +73,16 @@ class PollerKey:
 
 
 class Subscription:
-    """One trigger's view of the poller: the latest observation of its job."""
+    """One trigger's view of the poller: the latest observation of its job.
 
-    def __init__(self, job_id: int, poll_interval: float) -> None:
+    ``seen`` is the job as the trigger's operator last saw it: the poller reads the job's details
+    only once its state differs from that, so N new triggers cost no call beyond the state poll.
+    """
+
+    def __init__(self, job_id: int, poll_interval: float, seen: SlurmJob | None = None) -> None:
         self.job_id = job_id
         self.poll_interval = poll_interval
+        self.seen = seen
         self._event = asyncio.Event()
         self._job: SlurmJob | None = None
         self._error: BaseException | None = None
@@ -123,6 +126,8 @@ class ClusterPoller:
 
     def add(self, subscription: Subscription) -> None:
         self._subscriptions.setdefault(subscription.job_id, set()).add(subscription)
+        if subscription.seen is not None:
+            self._known.setdefault(subscription.job_id, subscription.seen)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run(), name=f"slurm-poller-{self.key.cluster_id}")
 
@@ -237,20 +242,17 @@ class ClusterPoller:
                 sub.publish(job)
 
     def _needs_details(self, job_id: int, state: JobStateInfo) -> bool:
-        """Details on a change of state, and at first sight: the first line names reason and node.
-
-        Many new triggers at once cost one ``jobs/`` call (a burst), not one call each.
-        """
+        """Details on a change of state from what is known (the subscriber's ``seen`` at first), and
+        at first sight of a job nobody has seen: the first line names reason and node."""
         known = self._known.get(job_id)
         return known is None or known.state_info != state
 
     async def _details(self, job_ids: Sequence[int]) -> dict[int, SlurmJob | SlurmApiError | None]:
-        """Full records of the jobs whose state changed: one ``jobs/`` call for a burst, else one each."""
-        if len(job_ids) > BURST_THRESHOLD:
-            found: dict[int, SlurmJob | SlurmApiError | None] = dict(await self.hook.get_live_jobs(job_ids))
-            gone = [j for j in job_ids if j not in found]
-            found.update(await self._gather(self.hook.get_history_job, gone))
-            return found
+        """Full records of the jobs whose state changed: one ``job/{id}`` call each, a bounded batch at a time.
+
+        Never the whole queue, however many changed at once: a ``jobs/`` answer grows with every job of
+        the cluster (most of them other users'), these with the changes only.
+        """
         return await self._gather(self.hook.get_job, job_ids)
 
     async def _gather(
@@ -339,11 +341,13 @@ async def cancel_job(key: PollerKey, job_id: int, logger: Any = log) -> CancelOu
 
 
 @contextlib.asynccontextmanager
-async def subscribe(key: PollerKey, job_id: int, poll_interval: float) -> AsyncIterator[Subscription]:
+async def subscribe(
+    key: PollerKey, job_id: int, poll_interval: float, seen: SlurmJob | None = None
+) -> AsyncIterator[Subscription]:
     """Watch ``job_id`` through the shared poller of ``key``; leaving the block unsubscribes."""
     pollers = pollers_of_this_loop()
     poller = _poller_for(key)
-    subscription = Subscription(job_id, poll_interval)
+    subscription = Subscription(job_id, poll_interval, seen)
     poller.add(subscription)
     try:
         yield subscription

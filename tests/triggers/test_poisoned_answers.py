@@ -233,7 +233,7 @@ def test_a_garbled_record_of_the_job_asked_for_is_read_again(
     hook.cancel_job(job_id)
 
 
-async def test_a_garbled_record_of_one_job_fails_only_that_jobs_trigger(
+async def test_a_garbled_record_of_one_job_fails_no_other_trigger_and_is_ridden_out(
     poisoned_connection: tuple[Any, PoisoningProxy], tmp_path: Path
 ) -> None:
     emulator, proxy = poisoned_connection
@@ -252,4 +252,6 @@ async def test_a_garbled_record_of_one_job_fails_only_that_jobs_trigger(
         await triggerer.stop_all()
     assert_completed(triggerer.event("fine"), fine)
     event = triggerer.event("garbled")
-    assert event["status"] == "error" and f"job {garbled}" in event["message"] and "job_state=5" in event["message"]
+    # Unreadable is transient (a proxy or Slurm garbling one answer): that job's watch rides it out as an
+    # outage, and reads the job's end from the history once it has left the queue, where it is whole.
+    assert event["status"] == "success" and event["job"]["source"] == "history", event

@@ -10,6 +10,7 @@ from airflow_provider_slurmapi.slurm.job import SlurmJob
 from airflow_provider_slurmapi.slurm.results import (
     CancelOutcome,
     newest_tagged,
+    own_tagged,
     read_cancel,
     read_history_job,
     read_job_states,
@@ -76,15 +77,30 @@ def test_lists_and_states() -> None:
     assert states[5].state.value == "RUNNING"
 
 
-def test_newest_tagged_picks_the_latest_job_with_the_tag() -> None:
+def test_newest_tagged_picks_the_latest_job_with_the_tag_as_a_whole_token() -> None:
     base = SlurmJob.from_live(fixture_body("16_job_A_completed")["jobs"][0])
     import dataclasses
 
     a = dataclasses.replace(base, job_id=3, comment="x airflow-ti=abc")
     b = dataclasses.replace(base, job_id=9, comment="airflow-ti=abc")
     c = dataclasses.replace(base, job_id=12, comment="airflow-ti=other")
-    assert newest_tagged([a, b, c], "airflow-ti=abc") is b
-    assert newest_tagged([c], "airflow-ti=abc") is None
+    d = dataclasses.replace(base, job_id=15, comment="xairflow-ti=abcdef")
+    assert newest_tagged([a, b, c, d], "airflow-ti=abc") is b
+    assert newest_tagged([c, d], "airflow-ti=abc") is None
+
+
+def test_only_jobs_of_the_submitting_user_are_candidates() -> None:
+    """A job of another user never counts, even with our tag copied into its comment after ours appeared."""
+    base = SlurmJob.from_live(fixture_body("16_job_A_completed")["jobs"][0])
+    import dataclasses
+
+    ours = dataclasses.replace(base, job_id=3, comment="airflow-ti=abc", user="tester")
+    copy = dataclasses.replace(base, job_id=7, comment="airflow-ti=abc", user="mallory")
+    assert newest_tagged([copy, ours], "airflow-ti=abc") is ours  # the oldest holder of the tag is us
+    assert newest_tagged([copy, ours], "airflow-ti=abc", user="tester") is ours
+    assert newest_tagged([copy], "airflow-ti=abc", user="tester") is None
+    assert own_tagged([copy, ours, ours], "airflow-ti=abc") == [ours]
+    assert own_tagged([ours], "airflow-ti=abc", since=(ours.submit_time or 0) + 1) == []
 
 
 def test_watch_logs_changes_once_and_gives_up_after_the_grace() -> None:

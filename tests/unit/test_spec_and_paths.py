@@ -9,6 +9,7 @@ import pytest
 from airflow_provider_slurmapi.slurm.errors import ConfigurationError, UnsupportedApiVersionError
 from airflow_provider_slurmapi.slurm.spec import (
     DEFAULT_WORKING_DIRECTORY,
+    carries_tag,
     parse_time_limit,
     prepare_submission,
     task_comment,
@@ -64,9 +65,35 @@ def test_given_fields_are_kept_and_environment_dict_converted() -> None:
     assert prepared.job["tres_per_node"] == "gres/gpu:8"
 
 
+KEY = b"deployment-secret"
+
+
+def test_tag_is_keyed_by_the_deployment_secret_and_unpredictable_without_it() -> None:
+    import hashlib
+
+    tag = task_tag("dag", "task", "run-1", -1, key=KEY)
+    assert tag == task_tag("dag", "task", "run-1", -1, key=KEY) != task_tag("dag", "task", "run-1", 0, key=KEY)
+    assert tag != task_tag("dag", "task", "run-1", -1, key=b"another deployment")
+    # The old tag was a plain hash of the ids, which any cluster user can compute.
+    public = hashlib.sha256(b"dag\x00task\x00run-1\x00-1").hexdigest()
+    assert public[:24] not in tag and public[:32] not in tag
+    with pytest.raises(ConfigurationError, match="empty"):
+        task_tag("dag", "task", "run-1", key=b"")
+
+
+def test_tag_matches_only_as_a_whole_token() -> None:
+    tag = task_tag("dag", "task", "run-1", key=KEY)
+    assert carries_tag(f"airflow dag=dag task=task run=run-1 {tag}", tag)
+    assert carries_tag(f"my note | {tag}", tag)
+    assert not carries_tag(f"x{tag}", tag)
+    assert not carries_tag(f"{tag}0", tag)
+    assert not carries_tag(f"{tag[:-1]}", tag)
+    assert not carries_tag(None, tag)
+
+
 def test_tag_goes_into_comment_without_clobbering_users_comment() -> None:
-    tag = task_tag("dag", "task", "run-1", -1)
-    assert tag == task_tag("dag", "task", "run-1", -1) != task_tag("dag", "task", "run-1", 0)
+    tag = task_tag("dag", "task", "run-1", -1, key=KEY)
+    assert tag == task_tag("dag", "task", "run-1", -1, key=KEY) != task_tag("dag", "task", "run-1", 0, key=KEY)
     comment = task_comment(tag, "dag", "task", "run-1")
     assert prepare_submission({}, SCRIPT, tag=tag, comment=comment).job["comment"] == comment
     mine = prepare_submission({"comment": "my note"}, SCRIPT, tag=tag, comment=comment).job["comment"]

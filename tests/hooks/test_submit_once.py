@@ -1,0 +1,136 @@
+"""A submit is sent once, its job found by its own tag only, on a shared cluster and under lost answers.
+
+Real HTTP against the emulator; "another user" is a real account of this machine (``nobody``) that
+owns jobs the emulator's harness creates, as on a shared Slurm cluster.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
+from airflow_provider_slurmapi.slurm.errors import UnauthenticatedError
+from airflow_provider_slurmapi.slurm.spec import task_comment, task_tag
+from tests.conftest import CLUSTER, connection_uri_env
+
+LONG = "#!/bin/bash\nsleep 60\n"
+KEY = b"this deployment's secret"
+OTHER_USER = "nobody"
+
+
+def connect(monkeypatch: pytest.MonkeyPatch, emulator: Any, credentials_file: Path, **extra: Any) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", connection_uri_env(emulator, credentials_file, **extra))
+
+
+def make_hook() -> SlurmApiHook:
+    hook = SlurmApiHook(**CLUSTER)
+    hook.retry_initial_wait = 0.05
+    return hook
+
+
+def spec(emulator: Any, name: str = "train") -> dict[str, Any]:
+    return {"name": name, "partition": "debug", "current_working_directory": str(emulator.config.workdir)}
+
+
+def foreign_jobs(emulator: Any, count: int, **fields: Any) -> list[int]:
+    return list(emulator.add_foreign_jobs(count, OTHER_USER, **fields))
+
+
+def tagged(emulator: Any, tag: str) -> list[dict[str, Any]]:
+    return [job for job in emulator.jobs() if tag in (job.get("comment") or "").split()]
+
+
+def kinds_of_calls(emulator: Any) -> list[str]:
+    return [call["kind"] for call in emulator.calls()["last"]]
+
+
+def test_a_submit_carried_out_after_the_client_timed_out_is_not_sent_again(
+    emulator: Any, credentials_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service acts on the submit 3 s after it arrived; the client gave up after 1 s. One job."""
+    connect(monkeypatch, emulator, credentials_file, request_timeout=1, submit_settle_seconds=4)
+    tag = task_tag("dag", "late", "run", key=KEY)
+    emulator.add_fault("late=3@submit")
+    started = time.monotonic()
+    result = make_hook().submit_job(spec(emulator), LONG, tag=tag)
+    time.sleep(max(0.0, started + 4 - time.monotonic()))  # until the late submit has surely been carried out
+    jobs = tagged(emulator, tag)
+    assert [job["job_id"] for job in jobs] == [result.job_id], jobs
+
+
+def test_two_jobs_after_a_resend_keep_the_older_and_cancel_the_newer(
+    emulator: Any, credentials_file: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A settle window set shorter than the service takes: the resend races the late submit; one survives."""
+    connect(monkeypatch, emulator, credentials_file, request_timeout=2, submit_settle_seconds=0.5)
+    tag = task_tag("dag", "race", "run", key=KEY)
+    emulator.add_fault("late=2.5@submit")  # the first send: carried out at 2.5 s, never answered
+    emulator.add_fault("slow=1.5@submit")  # the resend (at ~2 s): carried out at once, answered at ~3.5 s
+    result = make_hook().submit_job(spec(emulator), LONG, tag=tag)
+    jobs = tagged(emulator, tag)
+    assert len(jobs) == 2, jobs
+    older, newer = sorted(jobs, key=lambda job: job["job_id"])
+    assert result.job_id == older["job_id"]
+    emulator.wait_for_state(newer["job_id"], ["CANCELLED"], timeout=20)
+    assert emulator.wait_for_state(older["job_id"], ["PENDING", "RUNNING"], timeout=5)
+    assert f"cancelling the newer, {newer['job_id']}" in capsys.readouterr().out
+
+
+def test_a_401_on_submit_is_never_resent_by_the_transport(
+    emulator: Any, credentials_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """google-auth would refresh the token and send the POST again at once; the submit looks first."""
+    connect(monkeypatch, emulator, credentials_file, submit_settle_seconds=1)
+    tag = task_tag("dag", "token", "run", key=KEY)
+    hook = make_hook()
+    hook.get_live_job(1)  # a token is fetched before the fault revokes it
+    emulator.reset_calls()
+    emulator.add_fault("expire-token@submit")
+    result = hook.submit_job(spec(emulator), LONG, tag=tag)
+    kinds = kinds_of_calls(emulator)
+    first, second = (i for i, kind in enumerate(kinds) if kind == "submit")
+    assert second > first + 1 and {"jobs", "slurmdb"} & set(kinds[first + 1 : second]), kinds
+    assert [job["job_id"] for job in tagged(emulator, tag)] == [result.job_id]
+
+
+async def test_the_async_hook_never_resends_a_post_on_401(gcp_connection: Any) -> None:
+    async with SlurmApiAsyncHook(**CLUSTER) as hook:
+        await hook.get_job(1)  # a token is fetched before the fault revokes it
+        gcp_connection.reset_calls()
+        gcp_connection.add_fault("expire-token@submit")
+        body = {"job": spec(gcp_connection), "script": LONG}
+        with pytest.raises(UnauthenticatedError):
+            await hook.call("POST", hook.paths.submit(), body)
+        assert kinds_of_calls(gcp_connection) == ["submit"]
+        assert gcp_connection.jobs() == []
+        assert await hook.get_job(1) is None  # the next call has a fresh token
+
+
+def test_a_job_of_another_user_with_a_copied_tag_is_never_adopted(gcp_connection: Any) -> None:
+    """Another user copies our tag from our job's visible comment onto a newer COMPLETED job of theirs."""
+    tag = task_tag("dag", "copy", "run", key=KEY)
+    comment = task_comment(tag, "dag", "copy", "run")
+    hook = make_hook()
+    ours = hook.submit_job(spec(gcp_connection, "copy"), LONG, tag=tag, comment=comment).job_id
+    squatters = foreign_jobs(gcp_connection, 2, name="copy", comment=comment, state="COMPLETED")
+    assert min(squatters) > ours
+    since = int(time.time()) - 600
+    found = hook.find_job_by_tag(tag, name="copy", since=since)
+    assert found is not None and found.job_id == ours
+    found = hook.find_job_by_tag(tag, name="copy", since=since, user=found.user)
+    assert found is not None and found.job_id == ours
+
+
+def test_a_retry_looks_in_the_history_filtered_by_name_not_in_the_live_queue(gcp_connection: Any) -> None:
+    tag = task_tag("dag", "retry", "run", key=KEY)
+    hook = make_hook()
+    ours = hook.submit_job(spec(gcp_connection, "retry"), LONG, tag=tag).job_id
+    foreign_jobs(gcp_connection, 50)
+    gcp_connection.reset_calls()
+    found = hook.find_job_by_tag(tag, name="retry", since=int(time.time()) - 600)
+    assert found is not None and found.job_id == ours
+    assert kinds_of_calls(gcp_connection) == ["slurmdb"]
