@@ -11,6 +11,9 @@ PY2    := $(VENV2)/bin/python
 VENV3X ?= .venv-airflow3x
 PY3X   := $(VENV3X)/bin/python
 AIRFLOW_3X ?= 3.2.2
+# Without Airflow's constraints file, pip takes cadwyn 9, which refuses the pydantic the rest resolves
+# to (the api-server and dag-processor then die at import): the set that 3.3.2 runs on works for 3.2.
+AIRFLOW_3X_PINS ?= "cadwyn==7.0.0" "fastapi==0.136.3" "pydantic==2.14.4"
 
 .PHONY: demo test test-fast test-slurm test-airflow2 test-deployment test-deployment-airflow2 test-deployment-airflow3x deployment-deps lint bench slurm-lab-up slurm-lab-down clean install
 
@@ -32,7 +35,7 @@ $(VENV2)/.installed: pyproject.toml
 $(VENV3X)/.installed: pyproject.toml
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	@test -x $(PY3X) || uv venv --quiet --python 3.11 $(VENV3X) 2>/dev/null || uv venv --quiet $(VENV3X)
-	uv pip install --quiet -p $(PY3X) "apache-airflow==$(AIRFLOW_3X)" apache-airflow-providers-google -e ".[test]"
+	uv pip install --quiet -p $(PY3X) "apache-airflow==$(AIRFLOW_3X)" apache-airflow-providers-google $(AIRFLOW_3X_PINS) -e ".[test]"
 	@touch $@
 
 ## Run example_dags/example_slurm_submit.py end to end against the local emulator.

@@ -400,9 +400,17 @@ class SlurmApiHook(GoogleBaseHook):
         except SlurmApiError as exc:
             self.log.warning("The history cannot answer (%s); looking for tag %s in the live queue.", exc, tag)
         else:
-            if not history or any(job.comment for job in history):
+            if not history:
+                return None
+            if not any(job.comment for job in history):
+                self.log.info("The history keeps no job comments; looking for tag %s in the live queue.", tag)
+            elif all(job.comment or job.is_finished for job in history):
                 return newest_tagged(history, tag, user=user)
-            self.log.info("The history keeps no job comments; looking for tag %s in the live queue.", tag)
+            else:
+                # slurmdbd stores a job's comment when the job ends (AccountingStoreFlags=job_comment): a
+                # job still pending or running shows none there, so its tag is read from the live queue.
+                live = read_jobs(self.call("GET", self.paths.jobs()), history=False)
+                return newest_tagged([*history, *live], tag, user=user)
         return newest_tagged(read_jobs(self.call("GET", self.paths.jobs()), history=False), tag, user=user)
 
     def get_live_job(self, job_id: int) -> SlurmJob | None:
