@@ -15,6 +15,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.deployment.conftest import FIGURES, POLL_INTERVAL
 from tests.deployment.harness import Deployment, wait_for
 from tests.slurm.lab import Lab
@@ -24,6 +26,17 @@ SLEEP = "#!/bin/bash\nsleep {seconds}\nexit {code}\n"
 
 def figure(name: str, value: Any) -> None:
     FIGURES.append(f"{name}: {value}")
+
+
+def airflow_version_text() -> str:
+    import airflow
+
+    return str(airflow.__version__)
+
+
+def airflow_version() -> tuple[int, int]:
+    major, minor = airflow_version_text().split(".")[:2]
+    return int(major), int(minor)
 
 
 def run_id(prefix: str) -> str:
@@ -106,13 +119,16 @@ def test_triggerer_sigterm_and_restart_keeps_the_job_and_the_task_succeeds(
     deployment: Deployment, gateway: Any, lab: Lab
 ) -> None:
     run = run_id("restart")
-    deployment.trigger("deploy_submit", run, {"script": SLEEP.format(seconds=25, code=0)})
+    deployment.trigger("deploy_submit", run, {"script": SLEEP.format(seconds=40, code=0)})
     job_id = wait_watched(deployment, gateway, "deploy_submit", run)
     triggerer = deployment.component("triggerer")
     triggerer.signal(signal.SIGTERM)
-    triggerer.proc.wait(60)
-    assert state(lab, job_id) in ("RUNNING", "PENDING")  # a shutdown never cancels
-    deployment.start_triggerer()
+    try:
+        triggerer.proc.wait(60)  # 3.0-3.2 take up to 10 s more (the trigger runner is killed after its grace)
+        after_stop = state(lab, job_id)
+    finally:
+        deployment.start_triggerer()  # the other scenarios need a triggerer, whatever happens here
+    assert after_stop in ("RUNNING", "PENDING", "COMPLETED"), after_stop  # a shutdown never cancels
     assert deployment.wait_ti("deploy_submit", run, {"success", "failed"})["state"] == "success"
     assert jobs_of(gateway, "deploy_submit", run) == [job_id]
     assert state(lab, job_id) == "COMPLETED"
@@ -203,6 +219,11 @@ def test_clearing_a_deferred_task_cancels_its_job_and_the_new_try_submits_one(
 def test_a_hundred_mapped_deferred_tasks_two_triggerers_one_call_each_then_killed_at_once(
     deployment: Deployment, gateway: Any, lab: Lab
 ) -> None:
+    if airflow_version() < (3, 3):
+        pytest.skip(
+            f"Airflow {airflow_version_text()}: before 3.3 the triggerer gives a killed trigger no on_kill (each "
+            "cancels alone after safe_to_cancel); the 100-task run is kept to 3.3 to keep CI's time"
+        )
     count = 100
     second = deployment.start_triggerer("triggerer-2")
     run = run_id("mapped")
