@@ -178,6 +178,11 @@ def test_task_process_and_supervisor_sigkill_then_the_retry_reattaches_to_the_on
 def test_execution_timeout_with_every_worker_slot_busy_cancels_the_job_from_the_trigger(
     deployment: Deployment, gateway: Any, lab: Lab
 ) -> None:
+    if airflow_version() < (3, 0):
+        pytest.skip(
+            f"Airflow {airflow_version_text()}: not shown; its LocalExecutor ran 7 of the 8 slot holders at once, "
+            "so the timed-out task resumed on a free slot and the worker cancelled the job"
+        )
     run = run_id("timeout")
     deployment.trigger("deploy_timeout", run, {"script": SLEEP.format(seconds=600, code=0)})
     deferred = deployment.wait_ti("deploy_timeout", run, {"deferred"})
@@ -205,6 +210,16 @@ def test_clearing_a_deferred_task_cancels_its_job_and_the_new_try_submits_one(
     deployment.trigger("deploy_submit", run, {"script": SLEEP.format(seconds=20, code=0)})
     first = wait_watched(deployment, gateway, "deploy_submit", run)
     deployment.clear_ti("deploy_submit", run)
+    if airflow_version() < (3, 3):
+        # Before 3.3 a clear leaves the trigger running (the task instance keeps it): the job is not
+        # cancelled, and the new try reattaches to it. Still one job.
+        final = deployment.wait_ti("deploy_submit", run, {"success", "failed"}, timeout=240)
+        assert final["state"] == "success"
+        assert jobs_of(gateway, "deploy_submit", run) == [first]
+        log = deployment.log("deploy_submit", run, int(final["try_number"]))
+        assert f"Reattaching to Slurm job {first}" in log or f"Slurm job {first} of this task instance already" in log
+        figure("clear while deferred: job kept, the new try reattached (jobs)", 1)
+        return
     seconds = wait_state(lab, [first], "CANCELLED", timeout=60)
     figure("clear while deferred: seconds from clear to CANCELLED", f"{seconds:.1f}")
     final = deployment.wait_ti("deploy_submit", run, {"success", "failed"}, timeout=240)
