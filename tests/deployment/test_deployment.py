@@ -156,7 +156,7 @@ def test_task_process_and_supervisor_sigkill_then_the_retry_reattaches_to_the_on
     deployment.trigger("deploy_sync_retry", run, {"script": SLEEP.format(seconds=75, code=0)})
     ti = deployment.wait_ti("deploy_sync_retry", run, {"running"})
     (job_id,) = wait_jobs(gateway, "deploy_sync_retry", run)
-    wait_state(lab, [job_id], "RUNNING", timeout=60)
+    wait_state(lab, [job_id], "RUNNING", timeout=180)  # the shared lab's queue may be busy
     victims = {int(ti["pid"])} if ti.get("pid") else set()
     victims.update(_processes_of(ti.get("id") or run))
     assert victims, f"no process of task instance {ti['id']}"
@@ -211,19 +211,24 @@ def test_clearing_a_deferred_task_cancels_its_job_and_the_new_try_submits_one(
     first = wait_watched(deployment, gateway, "deploy_submit", run)
     deployment.clear_ti("deploy_submit", run)
     if airflow_version() < (3, 3):
-        # Before 3.3 a clear leaves the trigger running (the task instance keeps it): the job is not
-        # cancelled, and the new try reattaches to it. Still one job.
+        # Before 3.3 a clear reaches the trigger only if the triggerer drops it before the new try defers
+        # again: then the job is cancelled and the new try submits another (as on 3.3); else the job is
+        # kept and the new try reattaches to it. Either way one job at a time, and the task succeeds.
         final = deployment.wait_ti("deploy_submit", run, {"success", "failed"}, timeout=240)
         assert final["state"] == "success"
-        assert jobs_of(gateway, "deploy_submit", run) == [first]
-        log = deployment.log("deploy_submit", run, int(final["try_number"]))
-        assert f"Reattaching to Slurm job {first}" in log or f"Slurm job {first} of this task instance already" in log
-        figure("clear while deferred: job kept, the new try reattached (jobs)", 1)
-        return
-    seconds = wait_state(lab, [first], "CANCELLED", timeout=60)
-    figure("clear while deferred: seconds from clear to CANCELLED", f"{seconds:.1f}")
-    final = deployment.wait_ti("deploy_submit", run, {"success", "failed"}, timeout=240)
-    assert final["state"] == "success"
+        jobs = jobs_of(gateway, "deploy_submit", run)
+        if jobs == [first]:
+            log = deployment.log("deploy_submit", run, int(final["try_number"]))
+            assert f"Reattaching to Slurm job {first}" in log or f"Slurm job {first} of this task instance" in log
+            figure("clear while deferred: job kept, the new try reattached (jobs)", 1)
+            return
+        assert len(jobs) == 2 and jobs[0] == first and state(lab, first) == "CANCELLED", jobs
+        figure("clear while deferred: job cancelled, the new try submitted one (jobs)", 2)
+    else:
+        seconds = wait_state(lab, [first], "CANCELLED", timeout=60)
+        figure("clear while deferred: seconds from clear to CANCELLED", f"{seconds:.1f}")
+        final = deployment.wait_ti("deploy_submit", run, {"success", "failed"}, timeout=240)
+        assert final["state"] == "success"
     first_job, second_job = wait_jobs(gateway, "deploy_submit", run, 2)
     assert first_job == first and state(lab, second_job) == "COMPLETED"
     ended = (lab.history(first) or lab.live(first)).raw.get("time", {}).get("end")
