@@ -19,6 +19,7 @@ from airflow_provider_slurmapi.cluster_args import (
     parse_job_id,
 )
 from airflow_provider_slurmapi.slurm.errors import JobNotFoundError, SlurmApiError
+from airflow_provider_slurmapi.slurm.job_output import mentions_progress, wrap_script
 from airflow_provider_slurmapi.slurm.spec import prepare_submission, task_comment, task_tag
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
 from airflow_provider_slurmapi.slurm.watch import DEFAULT_MISSING_GRACE_SECONDS, JobWatch
@@ -57,6 +58,12 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     :param reattach_on_restart: look for this task instance's job before submitting.
     :param missing_grace_seconds: how long a job may be in neither the live queue nor the history
         (accounting records arrive late) before the task fails.
+    :param report_output: wrap the script so that its last lines of output (stderr, or stdout when both
+        go to one file; at most 1,024 bytes) reach the task's failure message, through the job's
+        ``extra`` field, and ``slurm_progress "message"`` is on its PATH. The script itself runs
+        unchanged with its own interpreter. ``False`` submits the script byte for byte.
+    :param log_progress: log each new progress message of the job (``Slurm job 4242: epoch 3/10``).
+        Default: when ``report_output`` and the script calls ``slurm_progress`` or sets ``Extra=``.
     """
 
     template_fields: Sequence[str] = ("job", "script", *CLUSTER_TEMPLATE_FIELDS)
@@ -82,6 +89,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         cancel_on_kill: bool = True,
         reattach_on_restart: bool = True,
         missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
+        report_output: bool = True,
+        log_progress: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -94,6 +103,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             impersonation_chain=impersonation_chain,
             api_endpoint=api_endpoint,
         )
+        self.report_output = report_output
+        self.log_progress = log_progress
         self.job = job or {}
         self.script = script
         self.wait_for_completion = wait_for_completion
@@ -117,6 +128,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             self.log.info("job.name was not set; naming the Slurm job %r.", job_spec["name"])
         # A bad spec fails here, before any call: nothing is looked up or sent.
         prepare_submission(job_spec, self.script)
+        script = wrap_script(self.script) if self.report_output else self.script
+        prepare_submission(job_spec, script)  # the 1 MB limit counts the wrapped script
 
         previous = self._previous_job(context, tag, job_spec.get("name")) if self.reattach_on_restart else None
         if previous is not None and previous.succeeded:
@@ -139,7 +152,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             if previous is not None:
                 self.log.info("Earlier Slurm job %s %s; submitting a new one.", previous.job_id, previous.describe())
             comment = task_comment(tag, ti.dag_id, ti.task_id, ti.run_id, map_index)
-            result = self.hook.submit_job(job_spec, self.script, tag=tag, comment=comment)
+            result = self.hook.submit_job(job_spec, script, tag=tag, comment=comment)
             for warning in result.warnings:
                 self.log.warning("Slurm accepted job %s with a warning: %s", result.job_id, warning)
             job_id = result.job_id
@@ -162,11 +175,17 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         return self.hook.find_job_by_tag(tag, name=name)
 
     # -- wait -------------------------------------------------------------------------------------
+    @property
+    def _log_progress(self) -> bool:
+        if self.log_progress is not None:
+            return self.log_progress
+        return self.report_output and isinstance(self.script, str) and mentions_progress(self.script)
+
     def _wait(self, context: Context, job_id: int) -> int:
-        watch = JobWatch(job_id, missing_grace_seconds=self.missing_grace_seconds)
+        watch = JobWatch(job_id, missing_grace_seconds=self.missing_grace_seconds, log_progress=self._log_progress)
         step = watch.observe(self.hook.get_job(job_id))
-        if step.message:
-            self.log.info("%s", step.message)
+        for line in step.lines:
+            self.log.info("%s", line)
         if step.finished and step.job is not None:
             return self._finish(context, step.job)
         if self.deferrable:
@@ -178,6 +197,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
                     poll_interval=self.poll_interval,
                     cancel_on_kill=self.cancel_on_kill,
                     missing_grace_seconds=self.missing_grace_seconds,
+                    log_progress=self._log_progress,
                     **self.cluster_kwargs(),
                 ),
                 method_name="execute_complete",
@@ -186,8 +206,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         while not step.finished:
             time.sleep(self.poll_interval)
             step = watch.observe(self.hook.get_job(job_id))
-            if step.message:
-                self.log.info("%s", step.message)
+            for line in step.lines:
+                self.log.info("%s", line)
         assert step.job is not None
         return self._finish(context, step.job)
 
@@ -205,8 +225,11 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         self.job_id = job.job_id
         context["ti"].xcom_push(key=JOB_XCOM_KEY, value=job.to_dict())
         if not job.succeeded:
-            raise AirflowException(job.failure_message())
+            raise AirflowException(job.failure_message(output_expected=self.report_output))
         self.log.info("Slurm job %s %s.", job.job_id, job.describe())
+        report = job.output_report(expected=self.report_output)
+        if report:
+            self.log.debug("%s", report)
         return job.job_id
 
     # -- kill -------------------------------------------------------------------------------------

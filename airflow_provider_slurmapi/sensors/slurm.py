@@ -32,6 +32,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
     :param cancel_on_kill: in deferrable mode, cancel the job when a user kills the task. Off by
         default: a sensor watches a job it did not start.
     :param missing_grace_seconds: how long the job may be in neither the live queue nor the history.
+    :param log_progress: log each new progress message the job sets (``slurm_progress``, ``Extra=``).
     """
 
     template_fields: Sequence[str] = ("job_id", *CLUSTER_TEMPLATE_FIELDS)
@@ -51,6 +52,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         deferrable: bool | None = None,
         cancel_on_kill: bool = False,
         missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
+        log_progress: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -67,6 +69,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         self.deferrable = default_deferrable() if deferrable is None else deferrable
         self.cancel_on_kill = cancel_on_kill
         self.missing_grace_seconds = missing_grace_seconds
+        self.log_progress = log_progress
         self._watch: JobWatch | None = None
 
     def execute(self, context: Context) -> Any:
@@ -82,6 +85,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
                 poll_interval=self.poke_interval,
                 cancel_on_kill=self.cancel_on_kill,
                 missing_grace_seconds=self.missing_grace_seconds,
+                log_progress=self.log_progress,
                 **self.cluster_kwargs(),
             ),
             method_name="execute_complete",
@@ -92,10 +96,12 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
     def poke(self, context: Context) -> bool:
         job_id = parse_job_id(self.job_id)
         if self._watch is None or self._watch.job_id != job_id:
-            self._watch = JobWatch(job_id, missing_grace_seconds=self.missing_grace_seconds)
+            self._watch = JobWatch(
+                job_id, missing_grace_seconds=self.missing_grace_seconds, log_progress=self.log_progress
+            )
         step = self._watch.observe(self.hook.get_job(job_id))
-        if step.message:
-            self.log.info("%s", step.message)
+        for line in step.lines:
+            self.log.info("%s", line)
         if not step.finished or step.job is None:
             return False
         if not step.job.succeeded:

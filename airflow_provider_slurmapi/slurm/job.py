@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from airflow_provider_slurmapi.slurm.job_output import read_extra
 from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo, parse_job_state
 
 # Slurm's NO_VAL (0xfffffffe) and INFINITE (0xffffffff) as plain integers, e.g. the history's
@@ -120,6 +121,8 @@ class SlurmJob:
     stdout: str | None = None
     stderr: str | None = None
     comment: str | None = None
+    # What the job wrote into its own record: its last output (wrapped scripts) or a progress message.
+    extra: str | None = None
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
@@ -146,6 +149,7 @@ class SlurmJob:
             stdout=_text(raw.get("standard_output")),
             stderr=_text(raw.get("standard_error")),
             comment=_text(raw.get("comment")),
+            extra=_text(raw.get("extra")),
         )
 
     @classmethod
@@ -175,6 +179,7 @@ class SlurmJob:
             stdout=_text(raw.get("stdout_expanded")) or _text(raw.get("stdout")),
             stderr=_text(raw.get("stderr_expanded")) or _text(raw.get("stderr")),
             comment=_text(comment),
+            extra=_text(raw.get("extra")),
         )
 
     # -- what callers ask ---------------------------------------------------------------------
@@ -207,8 +212,30 @@ class SlurmJob:
             text += f" ({self.reason})"
         return text
 
-    def failure_message(self) -> str:
-        """Why the job did not succeed, with Slurm's own words."""
+    @property
+    def reported_output(self) -> str | None:
+        """The last lines of output a wrapped script reported at its end; ``None`` if none was reported."""
+        return read_extra(self.extra).output
+
+    @property
+    def progress(self) -> str | None:
+        """The job's latest progress message (``slurm_progress`` or ``scontrol update ... Extra=``)."""
+        return read_extra(self.extra).progress
+
+    def output_report(self, *, expected: bool = False) -> str | None:
+        """``Last output of job N:`` and its lines; with ``expected``, say so when the job reported none."""
+        output = self.reported_output
+        if output is not None:
+            return f"Last output of job {self.job_id}:\n{output}" if output else f"Job {self.job_id} wrote no output."
+        if expected:
+            return (
+                f"No output was reported by job {self.job_id} (the job never ran, or scontrol is missing on "
+                "its node or its update failed)."
+            )
+        return None
+
+    def failure_message(self, *, output_expected: bool = False) -> str:
+        """Why the job did not succeed, with Slurm's own words, and its last output if it reported it."""
         head = f"Slurm job {self.job_id}" + (f" ({self.name})" if self.name else "")
         parts = [f"{head} ended {self.state_info}"]
         if self.reason:
@@ -217,6 +244,9 @@ class SlurmJob:
         message = ", ".join(parts)
         if self.stderr or self.stdout:
             message += f". Output: {self.stderr or self.stdout}"
+        report = self.output_report(expected=output_expected)
+        if report:
+            message += f"\n{report}"
         return message
 
     def to_dict(self) -> dict[str, Any]:
@@ -244,6 +274,7 @@ class SlurmJob:
             "stdout": self.stdout,
             "stderr": self.stderr,
             "comment": self.comment,
+            "extra": self.extra,
             "source": self.source,
         }
 
@@ -272,6 +303,7 @@ class SlurmJob:
             stdout=data.get("stdout"),
             stderr=data.get("stderr"),
             comment=data.get("comment"),
+            extra=data.get("extra"),
         )
 
 

@@ -24,6 +24,12 @@ class WatchStep:
     job: SlurmJob | None
     message: str | None
     finished: bool
+    progress: str | None = None  # a new progress message of the job, already worded for the log
+
+    @property
+    def lines(self) -> list[str]:
+        """What to log for this observation, in order."""
+        return [line for line in (self.message, self.progress) if line]
 
 
 class JobWatch:
@@ -35,6 +41,7 @@ class JobWatch:
         *,
         missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        log_progress: bool = True,
     ) -> None:
         self.job_id = job_id
         self.missing_grace_seconds = missing_grace_seconds
@@ -42,6 +49,8 @@ class JobWatch:
         self._last: SlurmJob | None = None
         self._missing_since: float | None = None
         self._logged_paths = False
+        self.log_progress = log_progress
+        self._last_progress: str | None = None
 
     @property
     def last(self) -> SlurmJob | None:
@@ -74,4 +83,12 @@ class JobWatch:
             self._logged_paths = True
             message += f"; stdout: {job.stdout or '-'}, stderr: {job.stderr or job.stdout or '-'}"
         self._last = job
-        return WatchStep(job=job, message=message, finished=job.is_finished)
+        return WatchStep(job=job, message=message, finished=job.is_finished, progress=self._new_progress(job))
+
+    def _new_progress(self, job: SlurmJob) -> str | None:
+        """Each new progress message once: ``Slurm job 4242: epoch 3/10 loss=0.12``."""
+        progress = job.progress if self.log_progress else None
+        if not progress or progress == self._last_progress:
+            return None
+        self._last_progress = progress
+        return f"Slurm job {job.job_id}: {progress}"

@@ -10,6 +10,9 @@ same cluster through the same connection subscribes to one :class:`ClusterPoller
   or the cluster predates ``jobs/state``;
 - fetches a job's details (``/job/{id}``) only when its state changed, and ``/slurmdb`` only for jobs
   missing from the live answer;
+- reads the progress messages (the ``extra`` field) only of running jobs whose trigger asked for them,
+  batched like changed jobs: one call each for a few, one ``jobs/`` call for more than
+  ``BURST_THRESHOLD``, so a round never costs more than ``BURST_THRESHOLD`` extra calls;
 - holds one :class:`~airflow_provider_slurmapi.hooks.slurm.SlurmApiAsyncHook`: one HTTP session, one
   credential refreshed once before it expires;
 - stops, closing its session, when its last subscriber leaves.
@@ -27,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_slurmapi.slurm.errors import InvalidArgumentError, SlurmError
 from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.states import JobStateInfo
+from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo
 
 if TYPE_CHECKING:
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook
@@ -70,9 +73,10 @@ class PollerKey:
 class Subscription:
     """One trigger's view of the poller: the latest observation of its job."""
 
-    def __init__(self, job_id: int, poll_interval: float) -> None:
+    def __init__(self, job_id: int, poll_interval: float, *, progress: bool = False) -> None:
         self.job_id = job_id
         self.poll_interval = poll_interval
+        self.progress = progress
         self._event = asyncio.Event()
         self._job: SlurmJob | None = None
         self._error: BaseException | None = None
@@ -107,6 +111,7 @@ class ClusterPoller:
         self._use_state_endpoint = True
         self._task: asyncio.Task[None] | None = None
         self.polls = 0
+        self.progress_reads = 0
 
     @property
     def job_ids(self) -> list[int]:
@@ -163,6 +168,7 @@ class ClusterPoller:
         live = await self._live_states(ids)
         changed = [j for j, state in live.items() if isinstance(state, JobStateInfo) and self._needs_details(j, state)]
         details = await self._details(changed)
+        details.update(await self._progress(live, details))
         missing = [j for j in ids if j not in live]
         history = await self._gather(self.hook.get_history_job, missing)
         for job_id in ids:
@@ -186,6 +192,24 @@ class ClusterPoller:
                 self._known[job_id] = job
             for sub in list(subscribers):
                 sub.publish(job)
+
+    async def _progress(
+        self, live: dict[int, JobStateInfo | SlurmJob], fetched: dict[int, SlurmJob | None]
+    ) -> dict[int, SlurmJob]:
+        """Fresh records (with ``extra``) of the running jobs whose triggers log progress, batched."""
+        wanted = [
+            job_id
+            for job_id, state in live.items()
+            if isinstance(state, JobStateInfo)
+            and state.state is JobState.RUNNING
+            and job_id not in fetched
+            and any(sub.progress for sub in self._subscriptions.get(job_id, ()))
+        ]
+        if not wanted:
+            return {}
+        self.progress_reads += 1
+        # A job that left the queue between the two calls is read again next round, not reported missing.
+        return {job_id: job for job_id, job in (await self._details(wanted)).items() if job is not None}
 
     def _needs_details(self, job_id: int, state: JobStateInfo) -> bool:
         known = self._known.get(job_id)
@@ -246,8 +270,13 @@ def pollers_of_this_loop() -> dict[Hashable, ClusterPoller]:
 
 
 @contextlib.asynccontextmanager
-async def subscribe(key: PollerKey, job_id: int, poll_interval: float) -> AsyncIterator[Subscription]:
-    """Watch ``job_id`` through the shared poller of ``key``; leaving the block unsubscribes."""
+async def subscribe(
+    key: PollerKey, job_id: int, poll_interval: float, *, progress: bool = False
+) -> AsyncIterator[Subscription]:
+    """Watch ``job_id`` through the shared poller of ``key``; leaving the block unsubscribes.
+
+    ``progress``: also read the job's progress messages while it runs (costs detail reads, batched).
+    """
     pollers = pollers_of_this_loop()
     poller = pollers.get(key)
     if poller is None:
@@ -255,7 +284,7 @@ async def subscribe(key: PollerKey, job_id: int, poll_interval: float) -> AsyncI
 
         poller = ClusterPoller(key, SlurmApiAsyncHook(**key.hook_kwargs()))
         pollers[key] = poller
-    subscription = Subscription(job_id, poll_interval)
+    subscription = Subscription(job_id, poll_interval, progress=progress)
     poller.add(subscription)
     try:
         yield subscription

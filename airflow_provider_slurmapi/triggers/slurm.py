@@ -36,6 +36,8 @@ class SlurmJobTrigger(BaseTrigger):
     :param poll_interval: seconds between polls (the cluster's poller uses the smallest of its triggers).
     :param cancel_on_kill: cancel the job when a user kills the deferred task.
     :param missing_grace_seconds: how long a job may be in neither the live queue nor the history.
+    :param log_progress: log each new progress message of the job; the cluster's poller then reads the
+        details of this running job too (batched, a bounded number of calls per interval).
     """
 
     def __init__(
@@ -51,6 +53,7 @@ class SlurmJobTrigger(BaseTrigger):
         api_endpoint: str | None = None,
         cancel_on_kill: bool = True,
         missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
+        log_progress: bool = False,
     ) -> None:
         super().__init__()
         if not region or not cluster_id:
@@ -68,6 +71,7 @@ class SlurmJobTrigger(BaseTrigger):
         self.api_endpoint = api_endpoint
         self.cancel_on_kill = cancel_on_kill
         self.missing_grace_seconds = float(missing_grace_seconds)
+        self.log_progress = bool(log_progress)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -84,6 +88,7 @@ class SlurmJobTrigger(BaseTrigger):
                 "api_endpoint": self.api_endpoint,
                 "cancel_on_kill": self.cancel_on_kill,
                 "missing_grace_seconds": self.missing_grace_seconds,
+                "log_progress": self.log_progress,
             },
         )
 
@@ -101,17 +106,19 @@ class SlurmJobTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        watch = JobWatch(self.job_id, missing_grace_seconds=self.missing_grace_seconds)
+        watch = JobWatch(self.job_id, missing_grace_seconds=self.missing_grace_seconds, log_progress=self.log_progress)
         try:
-            async with subscribe(self.poller_key, self.job_id, self.poll_interval) as subscription:
+            async with subscribe(
+                self.poller_key, self.job_id, self.poll_interval, progress=self.log_progress
+            ) as subscription:
                 while True:
                     try:
                         step = watch.observe(await subscription.next())
                     except SlurmApiError as exc:
                         yield TriggerEvent({"status": "error", "job_id": self.job_id, "message": str(exc)})
                         return
-                    if step.message:
-                        self.log.info("%s", step.message)
+                    for line in step.lines:
+                        self.log.info("%s", line)
                     if step.finished and step.job is not None:
                         job = step.job
                         yield TriggerEvent(
