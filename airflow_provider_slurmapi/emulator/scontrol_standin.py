@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
     if not job_id or not job_id.isdigit() or job_id != own or not state_dir:
         print(f"Invalid job id specified for job {job_id}", file=sys.stderr)
         return 1
-    for field, value in updates.items():
+    for value in updates.values():
         if len(value.encode("utf-8", "surrogateescape")) > EXTRA_LIMIT_BYTES:
             print(f"{TOO_LONG} for job {job_id}", file=sys.stderr)
             return 1

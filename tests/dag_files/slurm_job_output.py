@@ -91,7 +91,7 @@ for _name, _scenario in SCENARIOS.items():
                 "partition": PARTITION,
                 "current_working_directory": WORKDIR,
                 "environment": ["PATH=/usr/local/bin:/usr/bin:/bin"],
-                "time_limit": 5,
+                "time_limit": 30,
             },
             script=_scenario["script"],
             report_output=_scenario.get("report_output", True),
