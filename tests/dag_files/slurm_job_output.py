@@ -68,7 +68,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "report_output": False,
     },
     "untouched": {
-        "script": '#!/bin/bash\ncat "$0" > "$SLURM_SUBMIT_DIR/script-copy-$SLURM_JOB_ID"\necho \'not reported\' >&2\nexit 1',
+        "script": '#!/bin/bash\ncat "$0" > "script-copy-$SLURM_JOB_ID"\necho \'not reported\' >&2\nexit 1',
         "report_output": False,
     },
     "secret": {"script": f"#!/bin/bash\necho 'token={SECRET}' >&2\nexit 1\n", "pre_execute": _mask_secret},

@@ -21,6 +21,7 @@ def _run(name: str, capfd: pytest.CaptureFixture[str], emulator: Any) -> tuple[s
     capfd.readouterr()
     state, _ = run_dag(load_dag("slurm_job_output.py", name))
     out = "".join(capfd.readouterr())
+    Path(f"/tmp/fw/log-{name}.txt").write_text(out)  # DEBUG
     [job] = [job for job in emulator.jobs() if job["name"] == f"output-{name}"]
     return state, job["job_id"], out
 
