@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_slurmapi._compat import AirflowException, BaseOperator
+from airflow_provider_slurmapi._compat import AirflowException, BaseOperator, redact_text
 from airflow_provider_slurmapi.cluster_args import (
     CLUSTER_TEMPLATE_FIELDS,
     SlurmClusterMixin,
@@ -185,7 +185,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         watch = JobWatch(job_id, missing_grace_seconds=self.missing_grace_seconds, log_progress=self._log_progress)
         step = watch.observe(self.hook.get_job(job_id))
         for line in step.lines:
-            self.log.info("%s", line)
+            self.log.info("%s", redact_text(line))
         if step.finished and step.job is not None:
             return self._finish(context, step.job)
         if self.deferrable:
@@ -207,7 +207,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             time.sleep(self.poll_interval)
             step = watch.observe(self.hook.get_job(job_id))
             for line in step.lines:
-                self.log.info("%s", line)
+                self.log.info("%s", redact_text(line))
         assert step.job is not None
         return self._finish(context, step.job)
 
@@ -225,11 +225,11 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         self.job_id = job.job_id
         context["ti"].xcom_push(key=JOB_XCOM_KEY, value=job.to_dict())
         if not job.succeeded:
-            raise AirflowException(job.failure_message(output_expected=self.report_output))
+            raise AirflowException(redact_text(job.failure_message(output_expected=self.report_output)))
         self.log.info("Slurm job %s %s.", job.job_id, job.describe())
         report = job.output_report(expected=self.report_output)
         if report:
-            self.log.debug("%s", report)
+            self.log.debug("%s", redact_text(report))
         return job.job_id
 
     # -- kill -------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_slurmapi._compat import AirflowException, BaseSensorOperator
+from airflow_provider_slurmapi._compat import AirflowException, BaseSensorOperator, redact_text
 from airflow_provider_slurmapi.cluster_args import (
     CLUSTER_TEMPLATE_FIELDS,
     SlurmClusterMixin,
@@ -101,11 +101,11 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
             )
         step = self._watch.observe(self.hook.get_job(job_id))
         for line in step.lines:
-            self.log.info("%s", line)
+            self.log.info("%s", redact_text(line))
         if not step.finished or step.job is None:
             return False
         if not step.job.succeeded:
-            raise AirflowException(step.job.failure_message())
+            raise AirflowException(redact_text(step.job.failure_message()))
         return True
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
@@ -116,5 +116,5 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> None:
         if event.get("status") != "success":
-            raise AirflowException(str(event.get("message")))
+            raise AirflowException(redact_text(str(event.get("message"))))
         self.log.info("%s", event.get("message"))

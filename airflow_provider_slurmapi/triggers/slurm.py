@@ -18,7 +18,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
+from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS, redact_text
 from airflow_provider_slurmapi.slurm.errors import SlurmApiError
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
 from airflow_provider_slurmapi.slurm.watch import DEFAULT_MISSING_GRACE_SECONDS, JobWatch
@@ -118,7 +118,7 @@ class SlurmJobTrigger(BaseTrigger):
                         yield TriggerEvent({"status": "error", "job_id": self.job_id, "message": str(exc)})
                         return
                     for line in step.lines:
-                        self.log.info("%s", line)
+                        self.log.info("%s", redact_text(line))
                     if step.finished and step.job is not None:
                         job = step.job
                         yield TriggerEvent(

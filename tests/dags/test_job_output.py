@@ -21,7 +21,6 @@ def _run(name: str, capfd: pytest.CaptureFixture[str], emulator: Any) -> tuple[s
     capfd.readouterr()
     state, _ = run_dag(load_dag("slurm_job_output.py", name))
     out = "".join(capfd.readouterr())
-    Path(f"/tmp/fw/log-{name}.txt").write_text(out)  # DEBUG
     [job] = [job for job in emulator.jobs() if job["name"] == f"output-{name}"]
     return state, job["job_id"], out
 
@@ -81,3 +80,13 @@ def test_report_output_false_submits_the_script_byte_for_byte(airflow_db: Any, g
     copy = Path(gcp_connection.config.workdir) / f"script-copy-{job_id}"
     assert copy.read_text() == SCENARIOS["untouched"]["script"]
     assert "Last output of job" not in out and "No output was reported" not in out
+
+
+def test_job_output_goes_through_secret_masking(mode: bool, airflow_db: Any, gcp_connection: Any, capfd: Any) -> None:
+    """A value masked in Airflow (here by the task's pre_execute) never reaches the log from the job's output."""
+    from tests.dag_files.slurm_job_output import SECRET
+
+    state, job_id, out = _run("secret", capfd, gcp_connection)
+    assert state == "failed"
+    assert f"Last output of job {job_id}:\ntoken=***" in out, out[-3000:]
+    assert SECRET not in out
