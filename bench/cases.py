@@ -97,7 +97,7 @@ async def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -
 # -- fan-in -------------------------------------------------------------------------------------------
 async def fanin(args: argparse.Namespace) -> dict[str, Any]:
     import requests
-    from emulator_proc import CLUSTER_ID, PROJECT, REGION
+    from emulator_proc import CLUSTER_ID, PROJECT, REGION, control_headers
     from peer_baseline import PeerPollingTrigger
 
     from airflow_provider_slurmapi.triggers.poller import pollers_of_this_loop
@@ -159,7 +159,8 @@ async def fanin(args: argparse.Namespace) -> dict[str, Any]:
 
     # Start the window half an interval away from a poll, so that it holds `intervals` polls.
     await asyncio.sleep(interval / 2)
-    await asyncio.to_thread(requests.post, f"{args.emulator}/_emulator/calls/reset", timeout=30)
+    control = control_headers()
+    await asyncio.to_thread(requests.post, f"{args.emulator}/_emulator/calls/reset", headers=control, timeout=30)
 
     rounds0 = polls()
     sampler.measuring = True
@@ -168,7 +169,9 @@ async def fanin(args: argparse.Namespace) -> dict[str, Any]:
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     sampler.measuring = False
     rounds = polls() - rounds0
-    calls = (await asyncio.to_thread(requests.get, f"{args.emulator}/_emulator/calls", timeout=30)).json()
+    calls = (
+        await asyncio.to_thread(requests.get, f"{args.emulator}/_emulator/calls", headers=control, timeout=30)
+    ).json()
     peak = max(sampler.max_rss, peak_rss_bytes() if hwm_reset else 0)
 
     for task in tasks:

@@ -24,6 +24,14 @@ PROJECT = "bench-project"
 REGION = "us-central1"
 CLUSTER_ID = "bench-cluster"
 STATIC_TOKEN = "bench-static-token"  # for the orchestrator's own submits; the clients use the key file
+CONTROL_HEADER = "X-Emulator-Control-Token"
+CONTROL_TOKEN_FILE_ENV = "SLURMAPI_EMULATOR_CONTROL_TOKEN_FILE"  # tells a case process where the token is
+
+
+def control_headers(token_file: Path | str | None = None) -> dict[str, str]:
+    """The header the emulator's /_emulator/ paths require; the emulator writes the token at start."""
+    path = token_file if token_file is not None else os.environ[CONTROL_TOKEN_FILE_ENV]
+    return {CONTROL_HEADER: Path(path).read_text().strip()}
 
 
 @dataclass
@@ -32,6 +40,7 @@ class Emulator:
 
     url: str
     credentials_file: Path
+    control_token_file: Path
     workdir: Path
     process: subprocess.Popen[str]
 
@@ -41,20 +50,26 @@ class Emulator:
             f"{cluster}:callSlurmRestApi"
         )
 
-    # -- harness (no token, loopback only; not an envelope call, so never counted) ----------------
+    # -- harness (control token, loopback only; not an envelope call, so never counted) -----------
     def calls(self) -> dict[str, Any]:
-        return dict(requests.get(f"{self.url}/_emulator/calls", timeout=30).json())
+        return dict(requests.get(f"{self.url}/_emulator/calls", headers=self._control(), timeout=30).json())
 
     def reset_calls(self) -> None:
-        requests.post(f"{self.url}/_emulator/calls/reset", timeout=30).raise_for_status()
+        requests.post(f"{self.url}/_emulator/calls/reset", headers=self._control(), timeout=30).raise_for_status()
 
     def jobs(self) -> list[dict[str, Any]]:
-        return list(requests.get(f"{self.url}/_emulator/jobs", timeout=60).json()["jobs"])
+        return list(requests.get(f"{self.url}/_emulator/jobs", headers=self._control(), timeout=60).json()["jobs"])
+
+    def _control(self) -> dict[str, str]:
+        return control_headers(self.control_token_file)
 
     def connection_env(self) -> dict[str, str]:
         """Environment of a client process: ``google_cloud_default`` with a real service-account key."""
         extra = {"key_path": str(self.credentials_file), "api_endpoint": self.url, "project": PROJECT}
-        return {"AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT": json.dumps({"conn_type": "google_cloud_platform", "extra": extra})}
+        return {
+            "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT": json.dumps({"conn_type": "google_cloud_platform", "extra": extra}),
+            CONTROL_TOKEN_FILE_ENV: str(self.control_token_file),
+        }
 
     def submit_held_jobs(self, count: int, threads: int = 4) -> list[int]:
         """``count`` jobs with ``hold: true``: they stay PENDING (JobHeldUser) and never start a process."""
@@ -94,6 +109,7 @@ def start_emulator(tmp: Path) -> Iterator[Emulator]:
     workdir = tmp / "jobs"
     workdir.mkdir(parents=True, exist_ok=True)
     credentials = tmp / "service-account.json"
+    control_token = tmp / "control-token"
     command = [
         sys.executable,
         "-m",
@@ -102,6 +118,8 @@ def start_emulator(tmp: Path) -> Iterator[Emulator]:
         "0",
         "--write-credentials",
         str(credentials),
+        "--control-token-file",
+        str(control_token),
         "--token",
         STATIC_TOKEN,
         "--project",
@@ -122,9 +140,11 @@ def start_emulator(tmp: Path) -> Iterator[Emulator]:
         if not url.startswith("http"):
             raise RuntimeError(f"the emulator did not start: {(tmp / 'emulator.stderr').read_text()[-2000:]}")
         deadline = time.monotonic() + 30
-        while not credentials.exists() and time.monotonic() < deadline:
+        while not (credentials.exists() and control_token.exists()) and time.monotonic() < deadline:
             time.sleep(0.05)
-        yield Emulator(url=url, credentials_file=credentials, workdir=workdir, process=process)
+        yield Emulator(
+            url=url, credentials_file=credentials, control_token_file=control_token, workdir=workdir, process=process
+        )
     finally:
         process.terminate()
         try:

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
+import logging
 import os
 import secrets
+import stat
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,12 +26,49 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
+log = logging.getLogger("slurmapi_emulator.auth")
+
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 CLOCK_SKEW = 300  # seconds of tolerance on iat/exp, as Google allows
 
 
 def _b64url_decode(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class InsecureFileError(ValueError):
+    """A key or token file another local user could read, change or has planted."""
+
+
+def check_private_file(path: Path, what: str) -> None:
+    """Refuse a file not owned by us or open to group/others: its key or tokens would not be ours alone."""
+    info = path.lstat()
+    if stat.S_ISLNK(info.st_mode):
+        raise InsecureFileError(f"{what} {path} is a symbolic link; give the path of a regular file you own")
+    if info.st_uid != os.geteuid():
+        raise InsecureFileError(
+            f"{what} {path} belongs to uid {info.st_uid}, not to you (uid {os.geteuid()}): another user may "
+            "know or change its secrets; delete it or give a path of your own"
+        )
+    if info.st_mode & 0o077:
+        raise InsecureFileError(
+            f"{what} {path} has mode {stat.S_IMODE(info.st_mode):04o}: group or other users can read or change "
+            f"it; run `chmod 600 {path}` (or delete it to get a new one)"
+        )
+
+
+def write_private_file(path: Path, text: str) -> None:
+    """Write a file only we can read (mode 0600), atomically, without following a planted temp name."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 class TokenError(Exception):
@@ -50,8 +91,13 @@ class ServiceAccount:
 
     @classmethod
     def load_or_create(cls, path: Path, project: str) -> ServiceAccount:
-        """Reuse the key of an existing key file (so clients keep working across restarts) or make one."""
-        if path.exists():
+        """Reuse the key of an existing key file (so clients keep working across restarts) or make one.
+
+        A reused file must be ours alone: a key planted or readable by another user would let them
+        mint tokens for this emulator, which runs the scripts it is sent.
+        """
+        if path.exists() or path.is_symlink():
+            check_private_file(path, "credentials file")
             data = json.loads(path.read_text())
             key = serialization.load_pem_private_key(data["private_key"].encode(), password=None)
             if not isinstance(key, rsa.RSAPrivateKey):
@@ -79,12 +125,7 @@ class ServiceAccount:
             "client_x509_cert_url": "",
             "universe_domain": "googleapis.com",
         }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=2)
-        os.replace(tmp, path)
+        write_private_file(path, json.dumps(data, indent=2))
 
     def verify_jwt(self, assertion: str) -> dict[str, Any]:
         """Check an RS256 JWT signed with this account's key; returns its claims."""
@@ -124,11 +165,13 @@ class TokenAuthority:
     ) -> None:
         self.static_tokens = set(static_tokens)
         self.token_file = Path(token_file) if token_file else None
+        if self.token_file is not None and self.token_file.exists():
+            check_private_file(self.token_file, "token file")
         self.lifetime = lifetime
         self.account = account
         self._issued: dict[str, float] = {}
         self._file_tokens: set[str] = set()
-        self._file_mtime: float | None = None
+        self._file_version: tuple[int, int] | None = None
 
     @property
     def configured(self) -> bool:
@@ -139,13 +182,21 @@ class TokenAuthority:
         if self.token_file is None:
             return set()
         try:
-            mtime = self.token_file.stat().st_mtime
+            info = self.token_file.stat()
         except OSError:
             return set()
-        if mtime != self._file_mtime:
-            lines = self.token_file.read_text().splitlines()
+        version = (info.st_mtime_ns, info.st_ctime_ns)  # ctime: a chmod counts as a change too
+        if version != self._file_version:
+            self._file_version = version
+            try:
+                check_private_file(self.token_file, "token file")
+                lines = self.token_file.read_text().splitlines()
+            except InsecureFileError as exc:
+                log.warning("ignoring its tokens: %s", exc)
+                lines = []
+            except OSError:
+                lines = []
             self._file_tokens = {line.strip() for line in lines if line.strip() and not line.startswith("#")}
-            self._file_mtime = mtime
         return self._file_tokens
 
     def check(self, token: str | None) -> bool:

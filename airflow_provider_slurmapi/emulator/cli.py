@@ -1,7 +1,8 @@
 """`slurmapi-emulator`: run the local Slurm Job API stand-in from a shell.
 
 Prints the base URL on stdout once it listens (one line, easy to capture), logs one line per call
-on stderr (method, path, status; never tokens), and on SIGINT/SIGTERM stops and kills the jobs.
+on stderr (method, path, status; never tokens; control characters escaped), and on SIGINT/SIGTERM
+stops and kills the jobs.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import logging
 import signal
 import sys
 
-from .config import EmulatorConfig
+from .auth import InsecureFileError
+from .config import EmulatorConfig, is_loopback
 from .faults import GRAMMAR_HELP, FaultSpecError, parse_fault
 from .server import EmulatorServer
 
@@ -44,7 +46,15 @@ else in --workdir; output goes to standard_output (default <cwd>/slurm-%j.out). 
 last --minute-seconds real seconds each. Finished jobs leave the live queue after --min-job-age
 seconds and are then only in /slurmdb.
 
-Test harness (no token needed; loopback only):
+Safety: it runs the scripts it is sent, as you. It binds loopback only (--allow-remote to
+override), answers only requests whose Host is localhost or a loopback address with its port
+(421 otherwise: no DNS rebinding from a web page), cuts off slow or oversized requests, and
+refuses a reused key or token file that another user owns or can read (chmod 600 it).
+
+Test harness: send the header X-Emulator-Control-Token with the value written at start to
+--control-token-file (default: <--write-credentials FILE>.control-token, mode 0600), else 401:
+       curl -s -H "X-Emulator-Control-Token: $(cat /tmp/emu-sa.json.control-token)" \
+         http://127.0.0.1:8080/_emulator/jobs
   GET  /_emulator/jobs           every job ever submitted
   GET  /_emulator/calls          envelope calls served, by kind, and the last ones
   POST /_emulator/calls/reset
@@ -65,7 +75,51 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     g = p.add_argument_group("server")
-    g.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; keep it loopback)")
+    g.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1); a non-loopback address needs --allow-remote",
+    )
+    g.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a non-loopback --host: anyone who can reach it and holds a token runs scripts as you",
+    )
+    g.add_argument(
+        "--allowed-host",
+        dest="allowed_hosts",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests whose Host header is NAME:PORT (repeatable; loopback names always work)",
+    )
+    g.add_argument(
+        "--control-token-file",
+        metavar="FILE",
+        help="write the random token of the /_emulator/ paths here, mode 0600 "
+        "(default: <--write-credentials FILE>.control-token; without either the paths are unusable)",
+    )
+    g.add_argument(
+        "--header-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="close a new connection whose first request head is not in within S seconds (default 30)",
+    )
+    g.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=75.0,
+        metavar="S",
+        help="close a kept-alive connection whose next request head is not in within S seconds (default 75)",
+    )
+    g.add_argument(
+        "--body-timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="answer 408 to a request whose body takes longer to arrive (default 60)",
+    )
     g.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any free port)")
     g.add_argument(
         "--envelope",
@@ -190,6 +244,12 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
         slurm_token_file=args.slurm_token_file,
         slurm_user=args.slurm_user,
         kill_wait=args.kill_wait,
+        allow_remote=args.allow_remote,
+        allowed_hosts=args.allowed_hosts,
+        control_token_file=args.control_token_file,
+        header_timeout=args.header_timeout,
+        idle_timeout=args.idle_timeout,
+        body_timeout=args.body_timeout,
     )
 
 
@@ -201,13 +261,22 @@ async def _serve(config: EmulatorConfig) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    log = logging.getLogger("slurmapi_emulator")
     if server.cluster is not None:
-        logging.getLogger("slurmapi_emulator").info("jobs run in %s", server.cluster.workdir)
+        log.info("jobs run in %s", server.cluster.workdir)
+    if server.control_token_file is not None:
+        log.info("control token for /_emulator/ written to %s", server.control_token_file)
+    else:
+        log.info("no --control-token-file or --write-credentials: the /_emulator/ control paths answer 401")
+    if not is_loopback(config.host):
+        log.warning(
+            "listening on %s (--allow-remote): whoever reaches it with a token runs scripts as you", config.host
+        )
     print(server.url, flush=True)
     try:
         await stop.wait()
     finally:
-        logging.getLogger("slurmapi_emulator").info("stopping: killing job processes")
+        log.info("stopping: killing job processes")
         await server.stop()
 
 
@@ -227,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         asyncio.run(_serve(config))
+    except InsecureFileError as exc:
+        print(f"slurmapi-emulator: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"slurmapi-emulator: cannot start: {exc}", file=sys.stderr)
         return 1

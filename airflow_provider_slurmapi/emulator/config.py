@@ -6,12 +6,25 @@ so that a test can state exactly the cluster it needs.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass, field
 from typing import Literal
 
 EnvelopeMode = Literal["body", "structured"]
 PathLike = str | os.PathLike[str]
+WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
+
+
+def is_loopback(host: str) -> bool:
+    """True for `localhost` and loopback IP literals (127.0.0.0/8, ::1); a name is never resolved."""
+    name = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if name.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass
@@ -21,7 +34,7 @@ class EmulatorConfig:
     host: str = "127.0.0.1"
     port: int = 0
     envelope: EnvelopeMode = "body"
-    tokens: list[str] = field(default_factory=list)
+    tokens: list[str] = field(default_factory=list, repr=False)
     token_file: PathLike | None = None
     token_lifetime: int = 3600
     credentials_file: PathLike | None = None
@@ -41,6 +54,13 @@ class EmulatorConfig:
     slurm_token_file: PathLike | None = None
     slurm_user: str | None = None
     kill_wait: float = 2.0
+    allow_remote: bool = False  # bind a non-loopback address (anyone who reaches it can run scripts)
+    allowed_hosts: list[str] = field(default_factory=list)  # extra Host header names accepted
+    control_token: str | None = field(default=None, repr=False)  # for /_emulator/*; None: random per start
+    control_token_file: PathLike | None = None  # where the control token is written (mode 0600)
+    header_timeout: float = 30.0  # a connection's first request head must be in within this
+    idle_timeout: float = 75.0  # then each next head (longer than the usual 30/60 s poll intervals)
+    body_timeout: float = 60.0  # a request body must arrive within this once the head is in
 
     def validate(self) -> None:
         """Refuse settings that cannot work, before anything is started."""
@@ -54,6 +74,16 @@ class EmulatorConfig:
             raise ValueError("minute_seconds must be > 0; min_job_age and history_delay >= 0")
         if self.token_lifetime < 1:
             raise ValueError("token_lifetime must be >= 1 second")
+        if not self.allow_remote and not is_loopback(self.host):
+            raise ValueError(
+                f"host {self.host!r} is not a loopback address: the emulator runs every script it is sent "
+                "as your user, so anyone who can reach it could run commands on this machine. Bind "
+                "127.0.0.1 (the default) or ::1, or add --allow-remote (allow_remote=True) if you mean it"
+            )
+        if min(self.header_timeout, self.idle_timeout, self.body_timeout) <= 0:
+            raise ValueError("header_timeout, idle_timeout and body_timeout must be > 0 seconds")
+        if self.control_token is not None and len(self.control_token) < 16:
+            raise ValueError("control_token must be at least 16 characters (leave it unset for a random one)")
         if self.slurmrestd and not self.slurm_token_file:
             raise ValueError("gateway mode (slurmrestd) needs slurm_token_file")
 

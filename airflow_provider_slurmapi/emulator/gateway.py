@@ -3,19 +3,57 @@
 Each Slurm call is forwarded as is (method, path with its raw query string, JSON body) with the
 JWT read fresh from a file on every call, so a token rotated by `scontrol token` is picked up. The
 real status and body come back inside the envelope, which lets the provider's tests run against
-real Slurm with the envelope's auth and fault injection.
+real Slurm with the envelope's auth and fault injection. Only plain `/slurm/vX.Y.Z/...` and
+`/slurmdb/vX.Y.Z/...` paths are forwarded: no `..`, `.`, empty segments or backslashes, raw or
+percent-encoded, so a caller cannot reach any other endpoint of the slurmrestd host.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import aiohttp
 from yarl import URL
 
+from .envelope import EnvelopeError
 from .slurm_api import SlurmResponse
+
+_PLAIN_PREFIX = re.compile(r"/(slurm|slurmdb)/v[0-9]+\.[0-9]+\.[0-9]+/")
+_SEGMENT_CHARS = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@%-]*")
+_QUERY_CHARS = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*")
+
+
+def check_forward_path(path: str) -> str:
+    """The path unchanged if it is a plain Slurm REST path; else EnvelopeError 400 naming what is wrong."""
+    base, question, query = path.partition("?")
+    problem = None
+    match = _PLAIN_PREFIX.match(base)
+    if match is None:
+        problem = "it must start with /slurm/vX.Y.Z/ or /slurmdb/vX.Y.Z/"
+    else:
+        segments = base[match.end() :].split("/")
+        for index, segment in enumerate(segments):
+            decoded = unquote(segment)
+            last = index == len(segments) - 1
+            if not _SEGMENT_CHARS.fullmatch(segment):
+                problem = f"segment {segment!r} has characters a Slurm path never holds"
+            elif decoded in (".", "..") or "/" in decoded or "\\" in decoded or "%" in decoded:
+                problem = f"segment {segment!r} is a dot segment or hides a separator"
+            elif not decoded and not last:
+                problem = "it has an empty segment (//)"
+            elif any(not ch.isprintable() or ch.isspace() for ch in decoded):
+                problem = f"segment {segment!r} holds control or space characters"
+            if problem:
+                break
+    if problem is None and question and not _QUERY_CHARS.fullmatch(query):
+        problem = "its query string has characters a Slurm query never holds"
+    if problem:
+        raise EnvelopeError(400, "INVALID_ARGUMENT", f"Invalid path {json.dumps(path)}: {problem}.")
+    return path
 
 
 class SlurmrestdUnreachable(Exception):
@@ -50,7 +88,7 @@ class GatewayBackend:
 
     async def call(self, method: str, path: str, body: Any) -> SlurmResponse:
         """Forward one call; the URL keeps the raw query string (commas, %2C) untouched."""
-        url = URL(self.base_url + path, encoded=True)
+        url = URL(self.base_url + check_forward_path(path), encoded=True)
         headers = self._headers()
         data = None
         if method == "POST":

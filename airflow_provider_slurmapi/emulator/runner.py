@@ -1,7 +1,8 @@
 """Running the emulator in a background thread, for tests and benchmarks.
 
 `run_emulator(config)` gives a handle with the URL to point a client at, and direct access to the
-harness (faults, call counters, job table) without going through HTTP. On exit the server stops
+harness (faults, call counters, job table) without going through HTTP. Code that calls the
+/_emulator/ control paths over HTTP sends `handle.control_headers()`. On exit the server stops
 and every job process still running is killed.
 """
 
@@ -16,7 +17,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from .config import EmulatorConfig
-from .server import EmulatorServer
+from .server import CONTROL_HEADER, EmulatorServer
 
 T = TypeVar("T")
 
@@ -40,6 +41,15 @@ class EmulatorHandle:
     @property
     def config(self) -> EmulatorConfig:
         return self._server.config
+
+    @property
+    def control_token(self) -> str:
+        """The secret the /_emulator/ control paths require (random per start unless configured)."""
+        return self._server.control_token
+
+    def control_headers(self) -> dict[str, str]:
+        """Headers for an HTTP call to a /_emulator/ control path of this emulator."""
+        return {CONTROL_HEADER: self.control_token}
 
     def envelope_url(
         self, cluster: str = "cluster-1", *, project: str | None = None, region: str = "us-central1"

@@ -1,8 +1,10 @@
 """The HTTP server: envelope endpoint, OAuth2 token endpoint and the test-harness control endpoints.
 
 It ties together auth, fault injection and a Slurm backend (the local model or a real slurmrestd).
-The control endpoints under /_emulator/ need no token: they are a harness on the loopback
-interface, not part of the emulated API.
+The emulator runs the scripts it is sent, so every request is guarded: its Host header must name
+this server on loopback (no DNS rebinding from a web page), the control endpoints under /_emulator/
+need the control token, slow or oversized requests are cut off, and log lines escape control
+characters.
 """
 
 from __future__ import annotations
@@ -12,19 +14,23 @@ import collections
 import contextlib
 import logging
 import os
+import secrets
 import shutil
 import socket
 import struct
 import tempfile
 import time
+import unicodedata
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from .auth import ServiceAccount, TokenAuthority, TokenError
-from .config import EmulatorConfig
+from .auth import ServiceAccount, TokenAuthority, TokenError, write_private_file
+from .config import WILDCARD_HOSTS, EmulatorConfig, is_loopback
 from .envelope import (
+    MAX_REQUEST_BYTES,
     RUN_PERMISSION,
     EnvelopeError,
     SlurmCall,
@@ -41,12 +47,96 @@ from .slurm_api import SlurmBackend, SlurmModelApi, SlurmResponse
 log = logging.getLogger("slurmapi_emulator")
 
 LAST_CALLS = 200
+CONTROL_HEADER = "X-Emulator-Control-Token"
+CONTROL_PREFIX = "/_emulator"
+MAX_BODY_BYTES = MAX_REQUEST_BYTES + 64 * 1024  # the API's limit plus room for its own 400 answer
 _ENVELOPE_ROUTE = "/v1beta1/projects/{project}/locations/{region}/modelDevelopmentClusters/{cluster_call}"
 _BAD_GATEWAY_HTML = (
     "<!DOCTYPE html>\n<html lang=en><meta charset=utf-8><title>Error 502 (Server Error)!!1</title>"
     "<p><b>502.</b> <ins>That's an error.</ins><p>The server encountered a temporary error and could not "
     "complete your request.<p>Please try again in 30 seconds. <ins>That's all we know.</ins></html>\n"
 )
+
+
+def escape_controls(text: str) -> str:
+    """Control, format and line-separator characters as \\xNN / \\uNNNN: one request, one log line."""
+    return "".join(
+        ch.encode("unicode_escape").decode("ascii") if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch
+        for ch in text
+    )
+
+
+class EscapeControlChars(logging.Filter):
+    """Render each record once with its control characters escaped (CR/LF from a path cannot forge lines)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        escaped = escape_controls(message)
+        if escaped != message or record.args:
+            record.msg, record.args = escaped, None
+        return True
+
+
+_LOG_FILTER = EscapeControlChars()
+for _name in ("slurmapi_emulator", "slurmapi_emulator.model", "slurmapi_emulator.auth", "aiohttp.server"):
+    if _LOG_FILTER not in logging.getLogger(_name).filters:
+        logging.getLogger(_name).addFilter(_LOG_FILTER)
+
+
+def split_host_header(value: str) -> tuple[str, int] | None:
+    """`name[:port]` of a Host header as (lower-case name, port; 80 if absent), or None if malformed."""
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0:
+            return None
+        name, rest = value[: end + 1], value[end + 1 :]
+    else:
+        name, colon, port = value.partition(":")
+        rest = colon + port
+    if not name:
+        return None
+    if not rest:
+        return name.lower(), 80
+    digits = rest[1:]
+    if not rest.startswith(":") or not (digits.isascii() and digits.isdigit()) or len(digits) > 5:
+        return None
+    return name.lower(), int(digits)
+
+
+class FirstHeadDeadlineSite(web.TCPSite):
+    """A TCP site that closes a connection whose first request head is not in within `timeout` s.
+
+    aiohttp's keep-alive timer bounds the wait for every later request head on a connection (and
+    in recent versions for the first one too, but only as long as the idle timeout); this bounds
+    the first one on any version. The guard middleware calls `request_started` as each request
+    reaches it.
+    """
+
+    def __init__(self, runner: web.BaseRunner, host: str, port: int, timeout: float) -> None:
+        super().__init__(runner, host, port)
+        self._head_timeout = timeout
+        self._waiting: dict[int, Any] = {}  # connections with no request yet, by id of their handler
+
+    def _protocol(self) -> asyncio.BaseProtocol:
+        server = self._runner.server
+        assert server is not None
+        handler = server()
+        self._waiting[id(handler)] = handler
+        asyncio.get_running_loop().call_later(self._head_timeout, self._expire, id(handler))
+        return handler
+
+    def _expire(self, key: int) -> None:
+        handler = self._waiting.pop(key, None)
+        if handler is not None:
+            handler.force_close()
+
+    def request_started(self, protocol: object) -> None:
+        self._waiting.pop(id(protocol), None)
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)  # registers the site with its runner
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._protocol, self._host, self._port, backlog=self._backlog)
 
 
 class ConnectionReset(Exception):
@@ -98,6 +188,10 @@ class EmulatorServer:
         self._cleanup_workdir = cleanup_workdir
         self.port = 0
         self.url = ""
+        self.control_token = config.control_token or secrets.token_urlsafe(32)
+        self.control_token_file: Path | None = None
+        self._control_routes: set[web.AbstractRoute] = set()
+        self._site: FirstHeadDeadlineSite | None = None
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -132,25 +226,40 @@ class EmulatorServer:
                 kill_wait=cfg.kill_wait,
             )
             self.backend = SlurmModelApi(self.cluster)
-        app = web.Application(client_max_size=16 * 1024 * 1024)
+        app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._guard])
         app.router.add_post(_ENVELOPE_ROUTE, self.handle_envelope)
         app.router.add_post("/token", self.handle_token)
-        app.router.add_get("/_emulator/jobs", self.handle_jobs)
-        app.router.add_get("/_emulator/calls", self.handle_calls)
-        app.router.add_post("/_emulator/calls/reset", self.handle_calls_reset)
-        app.router.add_get("/_emulator/faults", self.handle_faults_get)
-        app.router.add_post("/_emulator/faults", self.handle_faults_post)
-        app.router.add_delete("/_emulator/faults", self.handle_faults_delete)
-        app.router.add_get("/_emulator/health", self.handle_health)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        control = (
+            app.router.add_get(f"{CONTROL_PREFIX}/jobs", self.handle_jobs),
+            app.router.add_get(f"{CONTROL_PREFIX}/calls", self.handle_calls),
+            app.router.add_post(f"{CONTROL_PREFIX}/calls/reset", self.handle_calls_reset),
+            app.router.add_get(f"{CONTROL_PREFIX}/faults", self.handle_faults_get),
+            app.router.add_post(f"{CONTROL_PREFIX}/faults", self.handle_faults_post),
+            app.router.add_delete(f"{CONTROL_PREFIX}/faults", self.handle_faults_delete),
+            app.router.add_get(f"{CONTROL_PREFIX}/health", self.handle_health),
+        )
+        self._control_routes = set(control)
+        # keepalive_timeout bounds the wait for the next request head after an answer: a client
+        # trickling header bytes on a kept-alive connection is cut off too (aiohttp closes a
+        # connection still waiting for its request when it expires).
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, keepalive_timeout=cfg.idle_timeout, lingering_time=1.0
+        )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, cfg.host, cfg.port)
+        site = self._site = FirstHeadDeadlineSite(self._runner, cfg.host, cfg.port, cfg.header_timeout)
         await site.start()
         addresses = self._runner.addresses
         self.port = int(addresses[0][1])
-        self.url = f"http://{cfg.host}:{self.port}"
+        url_host = "127.0.0.1" if cfg.host in WILDCARD_HOSTS else cfg.host
+        self.url = f"http://{f'[{url_host}]' if ':' in url_host else url_host}:{self.port}"
         if account is not None and cfg.credentials_file:
             account.write(Path(cfg.credentials_file), cfg.project, f"{self.url}/token")
+        token_file = cfg.control_token_file or (
+            f"{os.fspath(cfg.credentials_file)}.control-token" if cfg.credentials_file else None
+        )
+        if token_file:
+            self.control_token_file = Path(token_file)
+            write_private_file(self.control_token_file, self.control_token + "\n")
         if not self.auth.configured:
             log.warning("no --token, --token-file or --write-credentials: every envelope call will get 401")
 
@@ -164,6 +273,67 @@ class EmulatorServer:
         await self.backend.close()
         if self._own_workdir is not None and self._cleanup_workdir:
             shutil.rmtree(self._own_workdir, ignore_errors=True)
+
+    # ---------------------------------------------------------------- guard
+    def _host_allowed(self, request: web.Request) -> bool:
+        """Only this server's own loopback name and port (or a configured name): no DNS rebinding."""
+        values = request.headers.getall("Host", [])
+        if len(values) != 1:
+            return False
+        parsed = split_host_header(values[0])
+        if parsed is None or parsed[1] != self.port:
+            return False
+        name = parsed[0]
+        extra = {h.lower() for h in self.config.allowed_hosts}
+        if self.config.host not in WILDCARD_HOSTS:
+            extra.add(self.config.host.lower())
+            extra.add(f"[{self.config.host.lower()}]")
+        return is_loopback(name) or name in extra
+
+    def _is_control(self, request: web.Request) -> bool:
+        return request.match_info.route in self._control_routes or request.path.startswith(CONTROL_PREFIX)
+
+    @web.middleware
+    async def _guard(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """Host check, control token, bounded body read: before any handler sees the request."""
+        if self._site is not None:
+            self._site.request_started(request.protocol)
+        if not self._host_allowed(request):
+            log.warning("refused a request for Host %r (not this server on loopback)", request.headers.get("Host"))
+            return web.json_response(
+                {
+                    "error": "misdirected request: the Host header must be localhost or a loopback address "
+                    f"with port {self.port} (this emulator runs scripts; it only answers requests meant for it)"
+                },
+                status=421,
+            )
+        if self._is_control(request):
+            given = request.headers.get(CONTROL_HEADER, "")
+            if not secrets.compare_digest(given.encode("utf-8", "replace"), self.control_token.encode()):
+                where = f" (it is in {self.control_token_file})" if self.control_token_file else ""
+                log.warning("refused %s %s: no valid %s", request.method, request.path, CONTROL_HEADER)
+                return web.json_response(
+                    {"error": f"the {CONTROL_PREFIX}/ control paths need the {CONTROL_HEADER} header{where}"},
+                    status=401,
+                )
+        try:
+            async with asyncio.timeout(self.config.body_timeout):
+                await request.read()  # cached: handlers read it again for free
+        except TimeoutError:
+            log.warning(
+                "request body of %s %s not received within %ss", request.method, request.path, self.config.body_timeout
+            )
+            response = web.json_response(
+                {"error": f"request body not received within {self.config.body_timeout} s"}, status=408
+            )
+            response.force_close()
+            await response.prepare(request)
+            await response.write_eof()
+            request.protocol.force_close()  # the answer is out (close flushes it): read no more of this body
+            return response
+        return await handler(request)
 
     # ---------------------------------------------------------------- envelope
     async def handle_envelope(self, request: web.Request) -> web.StreamResponse:

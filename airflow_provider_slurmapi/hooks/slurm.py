@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ from airflow_provider_slurmapi.slurm.errors import (
     ApiConnectionError,
     ConfigurationError,
     InvalidArgumentError,
+    MalformedRecordError,
     MalformedResponseError,
     SlurmApiError,
     SubmitOutcomeUnknownError,
@@ -256,10 +257,15 @@ class SlurmApiHook(GoogleBaseHook):
         return newest_tagged(read_jobs(self.call("GET", path), history=True), tag)
 
     def get_live_job(self, job_id: int) -> SlurmJob | None:
-        return read_live_job(self.call("GET", self.paths.job(job_id)))
+        return self._reread(lambda: read_live_job(self.call("GET", self.paths.job(job_id))))
 
     def get_history_job(self, job_id: int) -> SlurmJob | None:
-        return read_history_job(self.call("GET", self.paths.history_job(job_id)))
+        return self._reread(lambda: read_history_job(self.call("GET", self.paths.history_job(job_id))))
+
+    def _reread(self, read: Callable[[], SlurmJob | None]) -> SlurmJob | None:
+        """Ask again when Slurm garbled the job's record (:class:`MalformedRecordError`), like any garbled answer."""
+        kwargs = {**self._retry_kwargs(), "retry": tenacity.retry_if_exception_type(MalformedRecordError)}
+        return tenacity.Retrying(**kwargs)(read)
 
     def get_job(self, job_id: int) -> SlurmJob | None:
         """The job from the live queue, or from the history once it has left it; ``None`` if neither knows it."""

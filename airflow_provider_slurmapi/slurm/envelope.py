@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -29,6 +30,7 @@ from airflow_provider_slurmapi.slurm.errors import (
     TransientApiError,
     UnauthenticatedError,
 )
+from airflow_provider_slurmapi.slurm.values import as_int, clean_text, preview
 
 log = logging.getLogger(__name__)
 
@@ -134,23 +136,25 @@ class SlurmResponse:
 
     @property
     def errors(self) -> list[dict[str, Any]]:
-        return list((self.body or {}).get("errors") or [])
+        """Slurm's ``errors[]``, each as a dict; odd entries (a bare string, a number) are wrapped, not dropped."""
+        return _entries(self.body, "errors")
 
     @property
     def warnings(self) -> list[dict[str, Any]]:
-        return list((self.body or {}).get("warnings") or [])
+        """Slurm's ``warnings[]``, each as a dict, read like :attr:`errors`."""
+        return _entries(self.body, "warnings")
 
     def has_error(self, error_number: int) -> bool:
-        return any(int(e.get("error_number") or 0) == error_number for e in self.errors)
+        return any(as_int(e.get("error_number")) == error_number for e in self.errors)
 
     def warning_messages(self) -> list[str]:
-        return [str(w.get("description") or w) for w in self.warnings]
+        return [_entry_text(w, "description") or preview(w) for w in self.warnings]
 
     def error_summary(self) -> str:
         """Slurm's errors as ``2000 Invalid partition name specified (Batch job submission failed)``."""
         texts = [describe_slurm_error(e) for e in self.errors]
         if not texts and self.text:
-            texts = [self.text.strip()]
+            texts = [_shorten(clean_text(self.text.strip()))]
         return "; ".join(texts) or "no error text"
 
     def raise_for_errors(self) -> SlurmResponse:
@@ -166,48 +170,133 @@ class SlurmResponse:
         return self
 
 
+def _entries(body: Any, key: str) -> list[dict[str, Any]]:
+    """``body[key]`` as a list of dicts: Slurm sends a list of objects; anything else is wrapped."""
+    value = body.get(key) if isinstance(body, Mapping) else None
+    if value is None or value == [] or value == "" or value == {}:
+        return []
+    items = value if isinstance(value, list) else [value]
+    entries: list[dict[str, Any]] = []
+    for item in items[:_MAX_ENTRIES]:
+        if isinstance(item, Mapping):
+            entries.append(dict(item))
+        elif isinstance(item, str):
+            entries.append({"description": clean_text(item)})
+        else:
+            entries.append({"description": preview(item)})
+    return entries
+
+
+def _entry_text(entry: Mapping[str, Any], key: str) -> str:
+    value = entry.get(key)
+    if value is None or isinstance(value, bool):
+        return ""
+    if isinstance(value, str):
+        return _shorten(clean_text(value).strip())
+    return preview(value)
+
+
+def _shorten(text: str, limit: int = 500) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_MAX_ENTRIES = 20
+
+
 def describe_slurm_error(error: Mapping[str, Any]) -> str:
-    number = error.get("error_number")
-    text = str(error.get("error") or "").strip()
-    description = str(error.get("description") or "").strip()
+    """One of Slurm's ``errors[]`` as ``NUMBER ERROR (DESCRIPTION)``, whatever the entry holds."""
+    if not isinstance(error, Mapping):
+        return preview(error)
+    number = as_int(error.get("error_number"))
+    text = _entry_text(error, "error")
+    description = _entry_text(error, "description")
     head = " ".join(str(p) for p in (number, text) if p not in (None, ""))
     if description and description != text:
         return f"{head} ({description})" if head else description
-    return head or description or json.dumps(dict(error))
+    return head or description or preview(error)
+
+
+class _TooDeep(ValueError):
+    """JSON nested deeper than Python's parser can follow."""
+
+
+def _load_json(data: str | bytes) -> Any:
+    """``json.loads`` that fails only with ``ValueError``.
+
+    Nesting too deep for the parser is a :class:`_TooDeep`; an integer of thousands of digits (which
+    Python refuses to convert) is read as an infinite float, so that only its own field is refused
+    by the readers, not the whole answer.
+    """
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise _TooDeep("JSON nested too deeply") from None
+    except ValueError as exc:
+        if "integer string conversion" not in str(exc):
+            raise
+    try:
+        return json.loads(data, parse_int=_bounded_int)
+    except RecursionError:
+        raise _TooDeep("JSON nested too deeply") from None
+
+
+def _bounded_int(digits: str) -> int | float:
+    if len(digits) <= 40:
+        return int(digits)
+    return -math.inf if digits.startswith("-") else math.inf
 
 
 def parse_envelope(http_status: int, content: bytes, *, method: str, path: str, cluster: ClusterRef) -> SlurmResponse:
-    """Read the HTTP answer of one envelope call; raise the matching error for envelope failures."""
+    """Read the HTTP answer of one envelope call; raise the matching error for envelope failures.
+
+    Anything that is not the envelope's shape (not JSON, nested too deep, a ``status`` that is not
+    an HTTP status, a ``structuredBody`` that is not an object) is a :class:`MalformedResponseError`.
+    """
     if http_status != 200:
         raise envelope_error(http_status, content, path=path, cluster=cluster)
     try:
-        payload = json.loads(content)
+        payload = _load_json(content)
     except ValueError as exc:
         raise MalformedResponseError(
-            f"The Slurm Job API answered {method} {path} with something that is not JSON "
-            f"({_preview(content)!r}): check api_endpoint ({cluster.endpoint})."
-        ) from exc
+            f"The Slurm Job API answered {method} {path} with something that is not JSON ({exc}; "
+            f"{_preview(content)!r}): check api_endpoint ({cluster.endpoint})."
+        ) from None
     if not isinstance(payload, dict) or "status" not in payload:
         raise MalformedResponseError(
             f"The Slurm Job API answered {method} {path} without the envelope's 'status' field "
             f"({_preview(content)!r}): check api_endpoint ({cluster.endpoint})."
         )
-    try:
-        status = int(payload["status"])
-    except (TypeError, ValueError) as exc:
+    status = as_int(payload["status"])
+    if status is None or not 100 <= status <= 599:
         raise MalformedResponseError(
-            f"The envelope's 'status' is not a number ({payload['status']!r}): check api_endpoint ({cluster.endpoint})."
-        ) from exc
+            f"The envelope's 'status' is not an HTTP status ({preview(payload['status'])}): check api_endpoint "
+            f"({cluster.endpoint})."
+        )
     response = SlurmResponse(method=method, path=path, status=status)
     structured = payload.get("structuredBody")
     raw_body = payload.get("body")
+    if structured is not None and not isinstance(structured, dict):
+        raise MalformedResponseError(
+            f"The envelope's 'structuredBody' for {method} {path} is not a JSON object "
+            f"({preview(structured)}): check api_endpoint ({cluster.endpoint})."
+        )
+    if raw_body is not None and not isinstance(raw_body, str | dict):
+        raise MalformedResponseError(
+            f"The envelope's 'body' for {method} {path} is neither Slurm's JSON text nor an object "
+            f"({preview(raw_body)}): check api_endpoint ({cluster.endpoint})."
+        )
     if isinstance(structured, dict):
         response.body = structured
     elif isinstance(raw_body, dict):
         response.body = raw_body
     elif isinstance(raw_body, str) and raw_body.strip():
         try:
-            parsed = json.loads(raw_body)
+            parsed = _load_json(raw_body)
+        except _TooDeep:
+            raise MalformedResponseError(
+                f"Slurm's answer to {method} {path} is JSON nested too deeply to read "
+                f"({_preview(raw_body.encode('utf-8', 'replace'))!r})."
+            ) from None
         except ValueError:
             response.text = raw_body
         else:
@@ -222,11 +311,11 @@ def envelope_error(http_status: int, content: bytes, *, path: str, cluster: Clus
     """Map a non-200 envelope answer to an error that says what to fix."""
     status_name, api_message = "", ""
     try:
-        payload = json.loads(content)
+        payload = _load_json(content)
         error = payload.get("error") if isinstance(payload, dict) else None
         if isinstance(error, dict):
-            status_name = str(error.get("status") or "")
-            api_message = str(error.get("message") or "")
+            status_name = _entry_text(error, "status")
+            api_message = _entry_text(error, "message")
     except ValueError:
         api_message = _preview(content)
     said = f"{http_status} {status_name}".strip() + (f": {api_message}" if api_message else "")
@@ -264,5 +353,5 @@ def envelope_error(http_status: int, content: bytes, *, path: str, cluster: Clus
 
 
 def _preview(content: bytes, limit: int = 200) -> str:
-    text = content.decode("utf-8", "replace").strip()
+    text = clean_text(content.decode("utf-8", "replace")).strip()
     return text if len(text) <= limit else text[:limit] + "..."

@@ -68,7 +68,25 @@ class ApiConnectionError(SlurmApiError):
 
 
 class MalformedResponseError(SlurmApiError):
-    """The envelope answered something that is not an envelope."""
+    """The envelope answered something that is not an envelope, or Slurm's body has the wrong shape.
+
+    Most often a proxy or a cut connection: the call is worth trying again.
+    """
+
+
+class MalformedRecordError(MalformedResponseError):
+    """One job record of Slurm's answer has a field of the wrong shape (``job_state: 5``, no ``job_id``).
+
+    ``job_id`` is the record's job id when it could be read, ``field`` the path of the bad field
+    (``time.end``), ``value`` a short preview of what was there. A list answer skips such a record;
+    an answer about one job raises it.
+    """
+
+    def __init__(self, message: str, *, job_id: int | None, field: str, value: str = "") -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.field = field
+        self.value = value
 
 
 class SlurmError(SlurmApiError):
@@ -95,7 +113,11 @@ class SlurmError(SlurmApiError):
 
     @property
     def error_numbers(self) -> list[int]:
-        return [int(e.get("error_number") or 0) for e in self.errors]
+        numbers = []
+        for error in self.errors:
+            number = error.get("error_number") if isinstance(error, Mapping) else None
+            numbers.append(number if isinstance(number, int) and not isinstance(number, bool) else 0)
+        return numbers
 
 
 class JobNotFoundError(SlurmApiError):

@@ -12,8 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from airflow_provider_slurmapi.slurm.errors import MalformedRecordError
 from airflow_provider_slurmapi.slurm.job_output import read_extra
-from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo, parse_job_state
+from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo, is_job_state_shape, parse_job_state
+from airflow_provider_slurmapi.slurm.values import as_int, clean_text, preview
 
 # Slurm's NO_VAL (0xfffffffe) and INFINITE (0xffffffff) as plain integers, e.g. the history's
 # ``time.start`` of a job cancelled while pending.
@@ -24,30 +26,117 @@ JobSource = Literal["live", "history"]
 
 
 def slurm_number(value: Any) -> int | None:
-    """Read a Slurm number: a plain int or ``{"set", "infinite", "number"}``; ``None`` when unset."""
+    """Read a Slurm number: a plain int or ``{"set", "infinite", "number"}``; ``None`` when unset or unreadable."""
+    try:
+        return _number(value)
+    except _BadShape:
+        return None
+
+
+def _number(value: Any) -> int | None:
+    """Like :func:`slurm_number`, but a value of the wrong shape raises :class:`_BadShape`."""
+    if value is None:
+        return None
     if isinstance(value, Mapping):
         if not value.get("set", True) or value.get("infinite"):
             return None
         value = value.get("number")
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        return None
+        if value is None:
+            return None
+    number = as_int(value)
+    if number is None:
+        raise _BadShape(value, "a number, or {set, infinite, number}")
     return None if number in (_NO_VAL, _INFINITE) else number
 
 
 def _timestamp(value: Any) -> int | None:
-    number = slurm_number(value)
+    number = _number(value)
     return number if number else None
 
 
 def _text(value: Any) -> str | None:
+    """A text field: a string (or a number Slurm printed as one); anything else is the wrong shape."""
     if value is None:
         return None
-    text = str(value).strip()
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise _BadShape(value, "a string")
+    text = clean_text(str(value) if isinstance(value, str) else preview(value)).strip()
     return text or None
+
+
+def _extra_text(value: Any) -> str | None:
+    """``extra``: what a job wrote into its own record. Only read for the log: an odd shape reads as nothing."""
+    return _text(value) if isinstance(value, str) else None
+
+
+class _BadShape(Exception):
+    """A field of a job record that is not what Slurm sends; turned into :class:`MalformedRecordError`."""
+
+    def __init__(self, value: Any, expected: str, field: str = "") -> None:
+        super().__init__(field)
+        self.value = value
+        self.expected = expected
+        self.field = field
+
+    def under(self, parent: str) -> _BadShape:
+        self.field = f"{parent}.{self.field}" if self.field else parent
+        return self
+
+
+class _Fields:
+    """The fields of one raw job record, each read strictly: a wrong shape names its field."""
+
+    def __init__(self, raw: Mapping[str, Any], job_id: int = 0) -> None:
+        self.raw = raw
+        self.job_id = job_id
+
+    def read(self, field: str, reader: Any) -> Any:
+        try:
+            return reader(self.raw.get(field))
+        except _BadShape as bad:
+            raise bad.under(field) from None
+
+    def mapping(self, field: str) -> Mapping[str, Any]:
+        value = self.raw.get(field)
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise _BadShape(value, "an object", field)
+        return value
+
+    def state(self, value: Any, field: str) -> JobStateInfo:
+        if not is_job_state_shape(value):
+            raise _BadShape(value, "a list of state names", field)
+        return parse_job_state(value)
+
+
+def record_job_id(raw: Any) -> int | None:
+    """The job id of a raw record when it is a positive integer (string form included); else ``None``."""
+    if not isinstance(raw, Mapping):
+        return None
+    number = as_int(raw.get("job_id"))
+    return number if number is not None and 0 < number < _NO_VAL else None
+
+
+def _malformed(raw: Any, bad: _BadShape, source: str) -> MalformedRecordError:
+    job_id = record_job_id(raw)
+    who = f"job {job_id}" if job_id is not None else "a job"
+    shown = preview(bad.value)
+    return MalformedRecordError(
+        f"Slurm's {source} record of {who} has {bad.field}={shown}, expected {bad.expected}.",
+        job_id=job_id,
+        field=bad.field,
+        value=shown,
+    )
+
+
+def _record(raw: Any) -> _Fields:
+    if not isinstance(raw, Mapping):
+        raise _BadShape(raw, "a job object", "jobs[]")
+    job_id = record_job_id(raw)
+    if job_id is None:
+        raise _BadShape(raw.get("job_id"), "a positive job id", "job_id")
+    return _Fields(raw, job_id)
 
 
 def format_duration(seconds: int | float | None) -> str:
@@ -75,19 +164,46 @@ class ExitInfo:
 
     @classmethod
     def parse(cls, raw: Any) -> ExitInfo:
+        """Read any API version's ``exit_code``; an unreadable one gives "no exit code"."""
+        try:
+            return cls.read(raw)
+        except _BadShape:
+            return cls()
+
+    @classmethod
+    def read(cls, raw: Any) -> ExitInfo:
+        """Like :meth:`parse`, but a value of the wrong shape raises (naming the sub-field)."""
+        if raw is None:
+            return cls()
         if isinstance(raw, int | str) and not isinstance(raw, bool):
             # v0.0.39-style plain integer, or "3:0".
-            code = str(raw).split(":", 1)[0]
-            return cls(return_code=int(code) if code.lstrip("-").isdigit() else None)
+            return cls(return_code=as_int(str(raw).split(":", 1)[0]) if isinstance(raw, str) else as_int(raw))
         if not isinstance(raw, Mapping):
-            return cls()
-        status = raw.get("status") or ()
-        signal = raw.get("signal") or {}
-        signal_number = slurm_number(signal.get("id")) if isinstance(signal, Mapping) else None
-        signal_name = _text(signal.get("name")) if isinstance(signal, Mapping) else None
+            raise _BadShape(raw, "an object {status, return_code, signal}")
+        status = raw.get("status")
+        if status is None:
+            status = []
+        elif isinstance(status, str):
+            status = [status]
+        if not isinstance(status, list) or not all(isinstance(s, str) for s in status):
+            raise _BadShape(status, "a list of strings", "status")
+        signal = raw.get("signal")
+        if signal is None:
+            signal = {}
+        if not isinstance(signal, Mapping):
+            raise _BadShape(signal, "an object {id, name}", "signal")
+        try:
+            return_code = _number(raw.get("return_code"))
+        except _BadShape as bad:
+            raise bad.under("return_code") from None
+        try:
+            signal_number = _number(signal.get("id"))
+            signal_name = _text(signal.get("name"))
+        except _BadShape as bad:
+            raise bad.under("signal") from None
         return cls(
-            status=tuple(str(s) for s in ([status] if isinstance(status, str) else status)),
-            return_code=slurm_number(raw.get("return_code")),
+            status=tuple(clean_text(s) for s in status),
+            return_code=return_code,
             signal=signal_name or (str(signal_number) if signal_number else None),
             signal_number=signal_number,
         )
@@ -126,60 +242,97 @@ class SlurmJob:
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
-    def from_live(cls, raw: Mapping[str, Any]) -> SlurmJob:
-        """Build from one element of ``jobs[]`` of ``GET /slurm/{v}/job/{id}`` or ``/jobs/``."""
-        state = parse_job_state(raw.get("job_state"))
-        end = _timestamp(raw.get("end_time"))
+    def from_live(cls, raw: Any) -> SlurmJob:
+        """Build from one element of ``jobs[]`` of ``GET /slurm/{v}/job/{id}`` or ``/jobs/``.
+
+        Raises :class:`MalformedRecordError`, naming the field, for a record of the wrong shape.
+        """
+        try:
+            return cls._live(_record(raw))
+        except _BadShape as bad:
+            raise _malformed(raw, bad, "live") from None
+
+    @classmethod
+    def _live(cls, fields: _Fields) -> SlurmJob:
+        raw = fields.raw
+        state = fields.state(raw.get("job_state"), "job_state")
+        end = fields.read("end_time", _timestamp)
         return cls(
-            job_id=int(raw["job_id"]),
+            job_id=fields.job_id,
             state_info=state,
             source="live",
-            name=_text(raw.get("name")),
-            reason=_reason(raw.get("state_reason")),
-            exit=ExitInfo.parse(raw.get("exit_code")),
-            submit_time=_timestamp(raw.get("submit_time")),
-            start_time=_timestamp(raw.get("start_time")),
+            name=fields.read("name", _text),
+            reason=fields.read("state_reason", _reason),
+            exit=fields.read("exit_code", ExitInfo.read),
+            submit_time=fields.read("submit_time", _timestamp),
+            start_time=fields.read("start_time", _timestamp),
             # While a job runs, end_time is the projected end, not a real one.
             end_time=end if state.state.is_finished else None,
-            time_limit_minutes=slurm_number(raw.get("time_limit")),
-            nodes=_nodes(raw.get("nodes")),
-            partition=_text(raw.get("partition")),
-            user=_text(raw.get("user_name")),
-            account=_text(raw.get("account")),
-            stdout=_text(raw.get("standard_output")),
-            stderr=_text(raw.get("standard_error")),
-            comment=_text(raw.get("comment")),
-            extra=_text(raw.get("extra")),
+            time_limit_minutes=fields.read("time_limit", _number),
+            nodes=fields.read("nodes", _nodes),
+            partition=fields.read("partition", _text),
+            user=fields.read("user_name", _text),
+            account=fields.read("account", _text),
+            stdout=fields.read("standard_output", _text),
+            stderr=fields.read("standard_error", _text),
+            comment=fields.read("comment", _text),
+            extra=fields.read("extra", _extra_text),
         )
 
     @classmethod
-    def from_history(cls, raw: Mapping[str, Any]) -> SlurmJob:
-        """Build from one element of ``jobs[]`` of ``GET /slurmdb/{v}/job/{id}`` or ``/jobs/``."""
-        state_raw = raw.get("state") or {}
-        times = raw.get("time") or {}
+    def from_history(cls, raw: Any) -> SlurmJob:
+        """Build from one element of ``jobs[]`` of ``GET /slurmdb/{v}/job/{id}`` or ``/jobs/``.
+
+        Raises :class:`MalformedRecordError`, naming the field, for a record of the wrong shape.
+        """
+        try:
+            return cls._history(_record(raw))
+        except _BadShape as bad:
+            raise _malformed(raw, bad, "history") from None
+
+    @classmethod
+    def _history(cls, fields: _Fields) -> SlurmJob:
+        raw = fields.raw
+        state_raw = raw.get("state")
+        if isinstance(state_raw, Mapping):
+            state = fields.state(state_raw.get("current"), "state.current")
+            reason = _read(state_raw.get("reason"), "state.reason", _reason)
+        else:
+            state, reason = fields.state(state_raw, "state"), None
+        times = _Fields(fields.mapping("time"))
         comment = raw.get("comment")
+        comment_field = "comment"
         if isinstance(comment, Mapping):
-            comment = comment.get("job")
+            comment, comment_field = comment.get("job"), "comment.job"
         user = raw.get("user")
+        user_field = "user"
+        if isinstance(user, Mapping):
+            user, user_field = user.get("name"), "user.name"
+        try:
+            time_fields = {
+                "submit_time": times.read("submission", _timestamp),
+                "start_time": times.read("start", _timestamp),
+                "end_time": times.read("end", _timestamp),
+                "time_limit_minutes": times.read("limit", _number),
+            }
+        except _BadShape as bad:
+            raise bad.under("time") from None
         return cls(
-            job_id=int(raw["job_id"]),
-            state_info=parse_job_state(state_raw.get("current") if isinstance(state_raw, Mapping) else state_raw),
+            job_id=fields.job_id,
+            state_info=state,
             source="history",
-            name=_text(raw.get("name")),
-            reason=_reason(state_raw.get("reason") if isinstance(state_raw, Mapping) else None),
-            exit=ExitInfo.parse(raw.get("exit_code")),
-            submit_time=_timestamp(times.get("submission")),
-            start_time=_timestamp(times.get("start")),
-            end_time=_timestamp(times.get("end")),
-            time_limit_minutes=slurm_number(times.get("limit")),
-            nodes=_nodes(raw.get("nodes")),
-            partition=_text(raw.get("partition")),
-            user=_text(user.get("name") if isinstance(user, Mapping) else user),
-            account=_text(raw.get("account")),
-            stdout=_text(raw.get("stdout_expanded")) or _text(raw.get("stdout")),
-            stderr=_text(raw.get("stderr_expanded")) or _text(raw.get("stderr")),
-            comment=_text(comment),
-            extra=_text(raw.get("extra")),
+            name=fields.read("name", _text),
+            reason=reason,
+            exit=fields.read("exit_code", ExitInfo.read),
+            nodes=fields.read("nodes", _nodes),
+            partition=fields.read("partition", _text),
+            user=_read(user, user_field, _text),
+            account=fields.read("account", _text),
+            stdout=fields.read("stdout_expanded", _text) or fields.read("stdout", _text),
+            stderr=fields.read("stderr_expanded", _text) or fields.read("stderr", _text),
+            comment=_read(comment, comment_field, _text),
+            extra=fields.read("extra", _extra_text),
+            **time_fields,
         )
 
     # -- what callers ask ---------------------------------------------------------------------
@@ -279,32 +432,97 @@ class SlurmJob:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SlurmJob:
+    def from_dict(cls, data: Any) -> SlurmJob:
+        """Rebuild from :meth:`to_dict`; a dict of the wrong shape raises :class:`MalformedRecordError`."""
+        try:
+            return cls._from_dict(data)
+        except _BadShape as bad:
+            job_id = as_int(data.get("job_id")) if isinstance(data, Mapping) else None
+            shown = preview(bad.value)
+            raise MalformedRecordError(
+                f"The stored record of Slurm job {job_id if job_id is not None else '?'} has "
+                f"{bad.field}={shown}, expected {bad.expected}.",
+                job_id=job_id,
+                field=bad.field,
+                value=shown,
+            ) from None
+
+    @classmethod
+    def _from_dict(cls, data: Any) -> SlurmJob:
+        if not isinstance(data, Mapping):
+            raise _BadShape(data, "an object", "job")
+        job_id = as_int(data.get("job_id"))
+        if job_id is None or job_id <= 0:
+            raise _BadShape(data.get("job_id"), "a positive job id", "job_id")
+        state = data.get("state")
+        if not isinstance(state, str) or state not in _STATE_NAMES:
+            raise _BadShape(state, "a Slurm base state name", "state")
+        flags = data.get("flags") or []
+        if not isinstance(flags, list | tuple) or not all(isinstance(f, str) for f in flags):
+            raise _BadShape(flags, "a list of strings", "flags")
+        exit_status = data.get("exit_status") or []
+        if not isinstance(exit_status, list | tuple) or not all(isinstance(s, str) for s in exit_status):
+            raise _BadShape(exit_status, "a list of strings", "exit_status")
+        source = data.get("source", "live")
+        if source not in ("live", "history"):
+            raise _BadShape(source, "'live' or 'history'", "source")
+
+        def text(name: str) -> str | None:
+            return _read(data.get(name), name, _stored_text)
+
+        def number(name: str) -> int | None:
+            return _read(data.get(name), name, _stored_int)
+
         return cls(
-            job_id=int(data["job_id"]),
-            state_info=JobStateInfo(JobState(data["state"]), tuple(data.get("flags") or ())),
-            source=data.get("source", "live"),
-            name=data.get("name"),
-            reason=data.get("reason"),
+            job_id=job_id,
+            state_info=JobStateInfo(JobState(state), tuple(flags)),
+            source=source,
+            name=text("name"),
+            reason=text("reason"),
             exit=ExitInfo(
-                status=tuple(data.get("exit_status") or ()),
-                return_code=data.get("exit_code"),
-                signal=data.get("signal"),
-                signal_number=data.get("signal_number"),
+                status=tuple(exit_status),
+                return_code=number("exit_code"),
+                signal=text("signal"),
+                signal_number=number("signal_number"),
             ),
-            submit_time=data.get("submit_time"),
-            start_time=data.get("start_time"),
-            end_time=data.get("end_time"),
-            time_limit_minutes=data.get("time_limit_minutes"),
-            nodes=data.get("nodes"),
-            partition=data.get("partition"),
-            user=data.get("user"),
-            account=data.get("account"),
-            stdout=data.get("stdout"),
-            stderr=data.get("stderr"),
-            comment=data.get("comment"),
-            extra=data.get("extra"),
+            submit_time=number("submit_time"),
+            start_time=number("start_time"),
+            end_time=number("end_time"),
+            time_limit_minutes=number("time_limit_minutes"),
+            nodes=text("nodes"),
+            partition=text("partition"),
+            user=text("user"),
+            account=text("account"),
+            stdout=text("stdout"),
+            stderr=text("stderr"),
+            comment=text("comment"),
+            extra=text("extra"),
         )
+
+
+_STATE_NAMES = frozenset(state.value for state in JobState)
+
+
+def _read(value: Any, field: str, reader: Any) -> Any:
+    try:
+        return reader(value)
+    except _BadShape as bad:
+        raise bad.under(field) from None
+
+
+def _stored_text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise _BadShape(value, "a string or null")
+
+
+def _stored_int(value: Any) -> int | None:
+    if value is None:
+        return None
+    number = as_int(value) if isinstance(value, int) else None
+    if number is None:
+        raise _BadShape(value, "an integer or null")
+    return number
 
 
 def _reason(value: Any) -> str | None:

@@ -2,18 +2,31 @@
 
 Shared by the sync and the async hook, so that both read Slurm the same way: which answers mean
 "not found", which cancel answers are harmless, where the job id is.
+
+Every reader is total: it returns a result or raises a :class:`SlurmApiError` subclass. A list
+answer (``jobs/``, ``slurmdb jobs``, ``jobs/state``) holds every user's jobs, so a record of the
+wrong shape there is skipped and logged once, never failing the other jobs; a bad record of the one
+job asked for (``job/{id}``) is a :class:`MalformedRecordError` that names the job and the field.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+import logging
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
-from airflow_provider_slurmapi.slurm.errors import MalformedResponseError, SlurmError
-from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.states import JobStateInfo, parse_job_state
+from airflow_provider_slurmapi.slurm.errors import MalformedRecordError, MalformedResponseError, SlurmError
+from airflow_provider_slurmapi.slurm.job import SlurmJob, record_job_id
+from airflow_provider_slurmapi.slurm.states import JobStateInfo, is_job_state_shape, parse_job_state
+from airflow_provider_slurmapi.slurm.values import as_int, preview
+
+log = logging.getLogger(__name__)
 
 ESLURM_INVALID_JOB_ID = 2017
 ESLURM_ALREADY_DONE = 2021
@@ -45,23 +58,22 @@ def read_submit(response: SlurmResponse) -> SubmitResult:
                 "refused job as FAILED (BadConstraints); it will not run.",
             )
         raise
-    job_id = (response.body or {}).get("job_id")
-    if isinstance(job_id, bool) or not isinstance(job_id, int | str) or not str(job_id).isdigit():
+    job_id = record_job_id(response.body)
+    if job_id is None:
         raise MalformedResponseError(
-            f"Slurm accepted the submit but its answer has no job_id ({response.body!r}); "
+            f"Slurm accepted the submit but its answer has no valid job_id ({preview(response.body, 300)}); "
             "the job may exist: look for it with the list operator before submitting again."
         )
-    return SubmitResult(job_id=int(job_id), warnings=response.warning_messages())
+    return SubmitResult(job_id=job_id, warnings=response.warning_messages())
 
 
 def read_live_job(response: SlurmResponse) -> SlurmJob | None:
     """The job of ``GET /slurm/{v}/job/{id}``; ``None`` when it has left the live queue (404/2017)."""
     gone = response.status == 404 or response.has_error(ESLURM_INVALID_JOB_ID)
-    if gone and not (response.body or {}).get("jobs"):
+    if gone and not _body(response).get("jobs"):
         return None
     response.raise_for_errors()
-    jobs = (response.body or {}).get("jobs") or []
-    return SlurmJob.from_live(jobs[0]) if jobs else None
+    return _one_job(response, SlurmJob.from_live, newest_last=False)
 
 
 def read_history_job(response: SlurmResponse) -> SlurmJob | None:
@@ -72,15 +84,20 @@ def read_history_job(response: SlurmResponse) -> SlurmJob | None:
     if response.has_error(ESLURM_INVALID_JOB_ID):
         return None
     response.raise_for_errors()
-    jobs = (response.body or {}).get("jobs") or []
-    return SlurmJob.from_history(jobs[-1]) if jobs else None
+    return _one_job(response, SlurmJob.from_history, newest_last=True)
 
 
 def read_jobs(response: SlurmResponse, *, history: bool) -> list[SlurmJob]:
+    """Every readable job of a list answer; records of the wrong shape are skipped and logged once."""
     response.raise_for_errors()
-    jobs = (response.body or {}).get("jobs") or []
     build = SlurmJob.from_history if history else SlurmJob.from_live
-    return [build(job) for job in jobs]
+    jobs: list[SlurmJob] = []
+    for raw in _job_records(response):
+        try:
+            jobs.append(build(raw))
+        except MalformedRecordError as exc:
+            _skipped_records.report(response, exc)
+    return jobs
 
 
 def read_jobs_by_id(response: SlurmResponse, job_ids: Iterable[int]) -> dict[int, SlurmJob]:
@@ -93,21 +110,35 @@ def read_job_states(response: SlurmResponse) -> dict[int, JobStateInfo]:
     """``GET /slurm/{v}/jobs/state/``: job id -> state, for the jobs still in the live queue."""
     response.raise_for_errors()
     states: dict[int, JobStateInfo] = {}
-    for item in (response.body or {}).get("jobs") or []:
-        try:
-            states[int(item["job_id"])] = parse_job_state(item.get("state") or item.get("job_state"))
-        except (KeyError, TypeError, ValueError):
+    for item in _job_records(response):
+        job_id = record_job_id(item)
+        if job_id is None:
+            shown = item.get("job_id") if isinstance(item, Mapping) else item
+            field_name = "job_id" if isinstance(item, Mapping) else "jobs[]"
+            _skipped_records.report(response, _state_record_error(None, field_name, shown, "a positive job id"))
             continue
+        assert isinstance(item, Mapping)
+        raw_state = item.get("state") if "state" in item else item.get("job_state")
+        if raw_state is None or not is_job_state_shape(raw_state):
+            _skipped_records.report(response, _state_record_error(job_id, "state", raw_state, "a list of state names"))
+            continue
+        states[job_id] = parse_job_state(raw_state)
     return states
 
 
 def read_cancel(response: SlurmResponse) -> CancelOutcome:
     """``DELETE /slurm/{v}/job/{id}``: Slurm 24.11 answers 200 with ``status[].error.code``."""
-    codes = {int(e.get("error_number") or 0) for e in response.errors}
-    for item in (response.body or {}).get("status") or []:
-        error = item.get("error") if isinstance(item, dict) else None
-        if isinstance(error, dict) and error.get("code"):
-            codes.add(int(error["code"]))
+    codes = {as_int(e.get("error_number")) for e in response.errors}
+    status = _body(response).get("status")
+    if status is not None and not isinstance(status, list):
+        raise MalformedResponseError(
+            f"Slurm's answer to {response.method} {response.path} has status={preview(status)}, expected a list "
+            "of per-job results: the outcome of the cancel is unknown; look at the job before trying again."
+        )
+    for item in status or []:
+        error = item.get("error") if isinstance(item, Mapping) else None
+        if isinstance(error, Mapping):
+            codes.add(as_int(error.get("code")))
     if ESLURM_INVALID_JOB_ID in codes:
         return CancelOutcome.UNKNOWN_JOB
     if ESLURM_ALREADY_DONE in codes:
@@ -122,3 +153,101 @@ def newest_tagged(jobs: Iterable[SlurmJob], tag: str) -> SlurmJob | None:
     """The most recent job whose comment carries ``tag``."""
     tagged = [job for job in jobs if job.comment and tag in job.comment]
     return max(tagged, key=lambda job: job.job_id, default=None)
+
+
+# -- reading the job records of an answer ----------------------------------------------------------
+_JOB_PATH = re.compile(r"/job/(\d{1,20})(?:[/?]|$)")
+
+
+def _body(response: SlurmResponse) -> Mapping[str, Any]:
+    return response.body if isinstance(response.body, Mapping) else {}
+
+
+def _job_records(response: SlurmResponse) -> list[Any]:
+    """``jobs[]`` of the answer: a list (of anything), or no list at all, which is a broken answer."""
+    jobs = _body(response).get("jobs")
+    if jobs is None:
+        return []
+    if not isinstance(jobs, list):
+        raise MalformedResponseError(
+            f"Slurm's answer to {response.method} {response.path} has jobs={preview(jobs)}, expected a list of "
+            "job objects."
+        )
+    return jobs
+
+
+def _one_job(response: SlurmResponse, build: Callable[[Any], SlurmJob], *, newest_last: bool) -> SlurmJob | None:
+    """The record of the job named in the path (the first, or for history the last, if none matches).
+
+    A record of the wrong shape here is the asked job's own: it raises, naming the job and the field.
+    """
+    records = _job_records(response)
+    if not records:
+        return None
+    match = _JOB_PATH.search(response.path)
+    asked = int(match.group(1)) if match else None
+    ordered: Iterator[Any] = reversed(records) if newest_last else iter(records)
+    chosen = next((r for r in ordered if asked is not None and record_job_id(r) == asked), None)
+    if chosen is None:
+        chosen = records[-1] if newest_last else records[0]
+    try:
+        return build(chosen)
+    except MalformedRecordError as exc:
+        who = f"job {asked}" if asked is not None else f"job {exc.job_id}" if exc.job_id is not None else "the job"
+        raise MalformedRecordError(
+            f"Slurm's answer to {response.method} {response.path} about {who} is unreadable: {exc} "
+            "Retried as a garbled answer; if it persists, look at the job with scontrol/sacct.",
+            job_id=asked if asked is not None else exc.job_id,
+            field=exc.field,
+            value=exc.value,
+        ) from None
+
+
+def _state_record_error(job_id: int | None, field_name: str, value: Any, expected: str) -> MalformedRecordError:
+    shown = preview(value)
+    who = f"job {job_id}" if job_id is not None else "a job"
+    return MalformedRecordError(
+        f"Slurm's state record of {who} has {field_name}={shown}, expected {expected}.",
+        job_id=job_id,
+        field=field_name,
+        value=shown,
+    )
+
+
+class SkippedRecords:
+    """Logs each bad record of a list answer once, not on every poll, in bounded memory.
+
+    A record is known by its job id (or, without one, by a preview of it) and the bad field; the
+    most recent ``capacity`` of them are remembered.
+    """
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self._seen: OrderedDict[tuple[Any, ...], None] = OrderedDict()
+        self._lock = threading.Lock()
+        self.skipped = 0
+
+    def report(self, response: SlurmResponse, error: MalformedRecordError) -> None:
+        key = (error.job_id, error.field, error.value if error.job_id is None else "")
+        with self._lock:
+            self.skipped += 1
+            if key in self._seen:
+                self._seen.move_to_end(key)
+                return
+            self._seen[key] = None
+            while len(self._seen) > self.capacity:
+                self._seen.popitem(last=False)
+        log.warning(
+            "Skipping a record of Slurm's answer to %s %s that cannot be read: %s "
+            "Other jobs are not affected; this record is reported once.",
+            response.method,
+            _path_only(response.path),
+            error,
+        )
+
+
+def _path_only(path: str) -> str:
+    return path.split("?", 1)[0]
+
+
+_skipped_records = SkippedRecords()

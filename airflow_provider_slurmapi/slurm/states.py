@@ -8,7 +8,6 @@ into :class:`JobStateInfo` here, so no other module reads a raw state.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -75,19 +74,24 @@ class JobStateInfo:
         return "+".join([self.state.value, *self.flags])
 
 
-def parse_job_state(raw: str | Sequence[str] | None) -> JobStateInfo:
+def parse_job_state(raw: object) -> JobStateInfo:
     """Fold a ``job_state`` / ``state.current`` value of any API version into :class:`JobStateInfo`.
 
     Accepts a list (v0.0.40+), a string (v0.0.39 and older, possibly ``"COMPLETED,COMPLETING"``),
     or nothing. A value that names no known base state gives ``UNKNOWN`` rather than an exception:
-    the caller keeps polling and logs it, instead of hanging on a state it does not know.
+    the caller keeps polling and logs it, instead of hanging on a state it does not know. Anything
+    that is not a string or a list of strings (``5``, an object, nested lists) is read as no state;
+    :func:`is_job_state_shape` tells a reader that wants to refuse it.
     """
-    if raw is None:
-        return JobStateInfo(JobState.UNKNOWN)
-    items = [raw] if isinstance(raw, str) else list(raw)
+    if isinstance(raw, str):
+        items = [raw]
+    elif isinstance(raw, list | tuple):
+        items = [item for item in raw if isinstance(item, str)]
+    else:
+        items = []
     names: list[str] = []
     for item in items:
-        names.extend(part.strip().upper() for part in str(item).replace("+", ",").split(",") if part.strip())
+        names.extend(part.strip().upper() for part in item.replace("+", ",").split(",") if part.strip())
     names = [_ALIASES.get(name, name) for name in names]
     base = next((name for name in names if name in _BASE_NAMES), None)
     flags = tuple(name for name in names if name != base)
@@ -95,3 +99,8 @@ def parse_job_state(raw: str | Sequence[str] | None) -> JobStateInfo:
         # A lone COMPLETING means the job ended and its epilog still runs.
         return JobStateInfo(JobState.UNKNOWN, flags)
     return JobStateInfo(JobState(base), flags)
+
+
+def is_job_state_shape(raw: object) -> bool:
+    """True for what Slurm sends as a state: nothing, a string, or a list of strings."""
+    return raw is None or isinstance(raw, str) or (isinstance(raw, list) and all(isinstance(i, str) for i in raw))

@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Sequen
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_slurmapi.slurm.errors import InvalidArgumentError, SlurmError
+from airflow_provider_slurmapi.slurm.errors import InvalidArgumentError, SlurmApiError, SlurmError
 from airflow_provider_slurmapi.slurm.job import SlurmJob
 from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo
 
@@ -173,7 +173,7 @@ class ClusterPoller:
         history = await self._gather(self.hook.get_history_job, missing)
         for job_id in ids:
             state = live.get(job_id)
-            job: SlurmJob | None
+            job: SlurmJob | SlurmApiError | None
             if isinstance(state, SlurmJob):
                 job = state
             elif state is None:
@@ -187,6 +187,10 @@ class ClusterPoller:
                 job = known or SlurmJob(job_id=job_id, state_info=state, source="live")
             subscribers = self._subscriptions.get(job_id)
             if subscribers is None:  # the trigger left while this poll was in flight
+                continue
+            if isinstance(job, SlurmApiError):  # this job's own answer failed: only its watchers hear of it
+                for sub in list(subscribers):
+                    sub.fail(job)
                 continue
             if job is not None:
                 self._known[job_id] = job
@@ -217,10 +221,10 @@ class ClusterPoller:
             return state.is_finished
         return known.state_info != state
 
-    async def _details(self, job_ids: Sequence[int]) -> dict[int, SlurmJob | None]:
+    async def _details(self, job_ids: Sequence[int]) -> dict[int, SlurmJob | SlurmApiError | None]:
         """Full records of the jobs whose state changed: one ``jobs/`` call for a burst, else one each."""
         if len(job_ids) > BURST_THRESHOLD:
-            found: dict[int, SlurmJob | None] = dict(await self.hook.get_live_jobs(job_ids))
+            found: dict[int, SlurmJob | SlurmApiError | None] = dict(await self.hook.get_live_jobs(job_ids))
             gone = [j for j in job_ids if j not in found]
             found.update(await self._gather(self.hook.get_history_job, gone))
             return found
@@ -228,15 +232,22 @@ class ClusterPoller:
 
     async def _gather(
         self, fetch: Callable[[int], Awaitable[SlurmJob | None]], job_ids: Sequence[int]
-    ) -> dict[int, SlurmJob | None]:
-        """``fetch`` for each job, at most ``MAX_CONCURRENT_CALLS`` at once."""
+    ) -> dict[int, SlurmJob | SlurmApiError | None]:
+        """``fetch`` for each job, at most ``MAX_CONCURRENT_CALLS`` at once.
+
+        The error of one job's call (its record unreadable, say) is that job's result: it reaches
+        only that job's watchers, never the others' of the round.
+        """
         if not job_ids:
             return {}
         limit = asyncio.Semaphore(MAX_CONCURRENT_CALLS)
 
-        async def one(job_id: int) -> SlurmJob | None:
+        async def one(job_id: int) -> SlurmJob | SlurmApiError | None:
             async with limit:
-                return await fetch(job_id)
+                try:
+                    return await fetch(job_id)
+                except SlurmApiError as exc:
+                    return exc
 
         results = await asyncio.gather(*(one(j) for j in job_ids))
         return dict(zip(job_ids, results, strict=True))

@@ -82,6 +82,7 @@ def test_token_file_tokens_are_accepted_and_reread(
 ) -> None:
     token_file = tmp_path / "tokens"
     token_file.write_text("# comment\nfile-token-1\n")
+    token_file.chmod(0o600)
     emu = make_emulator(tokens=[], token_file=str(token_file))
     client = Client(emu, token="file-token-1")
     assert client.call("GET", f"/slurm/{V}/ping").http_status == 200
@@ -180,26 +181,29 @@ def test_unavailable_and_resource_exhausted_errors(client: Client, emu: Emulator
     assert client.post_raw(json.dumps(PING)).status_code == 200
 
 
-def test_control_endpoints_need_no_token(client: Client, emu: EmulatorHandle) -> None:
+def test_control_endpoints_with_the_control_token(client: Client, emu: EmulatorHandle) -> None:
     client.submit_id()
     client.call("GET", f"/slurm/{V}/jobs/")
     base = emu.url
-    jobs = requests.get(f"{base}/_emulator/jobs", timeout=10).json()["jobs"]
+    ctl = emu.control_headers()
+    jobs = requests.get(f"{base}/_emulator/jobs", headers=ctl, timeout=10).json()["jobs"]
     assert [j["job_id"] for j in jobs] == [1]
     assert set(jobs[0]) >= {"job_id", "name", "comment", "state", "in_live_queue"}
-    calls = requests.get(f"{base}/_emulator/calls", timeout=10).json()
+    calls = requests.get(f"{base}/_emulator/calls", headers=ctl, timeout=10).json()
     assert calls["by_kind"]["submit"] == 1 and calls["by_kind"]["jobs"] == 1
     assert calls["last"][-1]["method"] == "GET" and calls["last"][-1]["path"] == f"/slurm/{V}/jobs/"
-    assert requests.post(f"{base}/_emulator/calls/reset", timeout=10).ok
-    assert requests.get(f"{base}/_emulator/calls", timeout=10).json()["total"] == 0
-    resp = requests.post(f"{base}/_emulator/faults", json={"spec": "500-before@jobs*2"}, timeout=10)
+    assert requests.post(f"{base}/_emulator/calls/reset", headers=ctl, timeout=10).ok
+    assert requests.get(f"{base}/_emulator/calls", headers=ctl, timeout=10).json()["total"] == 0
+    resp = requests.post(f"{base}/_emulator/faults", json={"spec": "500-before@jobs*2"}, headers=ctl, timeout=10)
     assert resp.json()["faults"] == [
         {"spec": "500-before@jobs*2", "kind": "500-before", "match": "jobs", "remaining": 2}
     ]
-    assert requests.post(f"{base}/_emulator/faults", json={"spec": "nonsense"}, timeout=10).status_code == 400
-    assert requests.get(f"{base}/_emulator/faults", timeout=10).json()["faults"][0]["remaining"] == 2
-    assert requests.delete(f"{base}/_emulator/faults", timeout=10).json() == {"faults": []}
-    assert requests.get(f"{base}/_emulator/health", timeout=10).json()["ok"] is True
+    assert (
+        requests.post(f"{base}/_emulator/faults", json={"spec": "nonsense"}, headers=ctl, timeout=10).status_code == 400
+    )
+    assert requests.get(f"{base}/_emulator/faults", headers=ctl, timeout=10).json()["faults"][0]["remaining"] == 2
+    assert requests.delete(f"{base}/_emulator/faults", headers=ctl, timeout=10).json() == {"faults": []}
+    assert requests.get(f"{base}/_emulator/health", headers=ctl, timeout=10).json()["ok"] is True
 
 
 def test_calls_are_counted_by_kind(client: Client, emu: EmulatorHandle) -> None:
@@ -247,7 +251,8 @@ def test_cli_help_explains_airflow_connection() -> None:
         "key_path",
         "--minute-seconds",
         "KIND[@MATCH][*COUNT]",
-        "no token",
+        "X-Emulator-Control-Token",
+        "--allow-remote",
         "--slurmrestd",
         "--envelope",
     ):
