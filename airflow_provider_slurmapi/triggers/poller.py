@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -198,7 +198,7 @@ class ClusterPoller:
                 sub.publish(job)
 
     async def _progress(
-        self, live: dict[int, JobStateInfo | SlurmJob], fetched: dict[int, SlurmJob | None]
+        self, live: dict[int, JobStateInfo | SlurmJob], fetched: Mapping[int, object]
     ) -> dict[int, SlurmJob]:
         """Fresh records (with ``extra``) of the running jobs whose triggers log progress, batched."""
         wanted = [
@@ -212,8 +212,9 @@ class ClusterPoller:
         if not wanted:
             return {}
         self.progress_reads += 1
-        # A job that left the queue between the two calls is read again next round, not reported missing.
-        return {job_id: job for job_id, job in (await self._details(wanted)).items() if job is not None}
+        # Progress is only for the log: a job that left the queue between the two calls, or whose read
+        # failed, is read again next round; it is neither reported missing nor failed for it.
+        return {job_id: job for job_id, job in (await self._details(wanted)).items() if isinstance(job, SlurmJob)}
 
     def _needs_details(self, job_id: int, state: JobStateInfo) -> bool:
         known = self._known.get(job_id)
