@@ -128,8 +128,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             self.log.info("job.name was not set; naming the Slurm job %r.", job_spec["name"])
         # A bad spec fails here, before any call: nothing is looked up or sent.
         prepare_submission(job_spec, self.script)
+        # What is sent, so what the 1 MB request limit counts: the wrapped script, or yours byte for byte.
         script = wrap_script(self.script) if self.report_output else self.script
-        prepare_submission(job_spec, script)  # the 1 MB limit counts the wrapped script
 
         previous = self._previous_job(context, tag, job_spec.get("name")) if self.reattach_on_restart else None
         if previous is not None and previous.succeeded:
