@@ -28,6 +28,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from airflow_provider_slurmapi.slurm.values import clean_text
+
 EXTRA_LIMIT_BYTES = 1024
 OUTPUT_MARKER = "airflow-output:"
 PROGRESS_COMMAND = "slurm_progress"
@@ -127,8 +129,9 @@ class ExtraReport:
 
 def read_extra(extra: str | None) -> ExtraReport:
     """Split ``extra`` into the wrapper's output report or a progress message (anything else set there)."""
-    if not extra or not extra.strip():
+    if not isinstance(extra, str) or not extra.strip():
         return ExtraReport()
+    extra = clean_text(extra)  # a log line must be writable: no lone surrogates
     if extra.startswith(OUTPUT_MARKER):
         return ExtraReport(output=extra[len(OUTPUT_MARKER) :].strip("\n"))
     return ExtraReport(progress=extra.strip())
