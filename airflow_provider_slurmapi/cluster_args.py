@@ -11,6 +11,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_slurmapi._compat import conf
+from airflow_provider_slurmapi.slurm.cluster import check_cluster_args, check_job_id
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION, check_api_version
 
 if TYPE_CHECKING:
@@ -54,6 +55,16 @@ class SlurmClusterMixin:
         self.api_version = check_api_version(api_version)
         self.impersonation_chain = impersonation_chain
         self.api_endpoint = api_endpoint
+
+    def check_cluster_args(self) -> None:
+        """Refuse a rendered region, cluster_id, project_id or api_endpoint that is not well formed.
+
+        Called first thing in ``execute``: the values may come from ``dag_run.conf``, and they decide
+        where the bearer token is sent, so nothing (not even a credential) is fetched before this.
+        """
+        check_cluster_args(
+            region=self.region, cluster_id=self.cluster_id, project_id=self.project_id, api_endpoint=self.api_endpoint
+        )
 
     def cluster_kwargs(self) -> dict[str, Any]:
         """What a hook or a trigger needs to reach the same cluster."""
@@ -102,12 +113,9 @@ def default_deferrable() -> bool:
     return conf.getboolean("operators", "default_deferrable", fallback=False)
 
 
-def parse_job_id(value: int | str) -> int:
+XCOM_JOB_ID_HINT = "If it comes from XCom, check the template, e.g. \"{{ ti.xcom_pull(task_ids='submit') }}\"."
+
+
+def parse_job_id(value: object) -> int:
     """A job id from an int or a rendered template; a clear error for anything else."""
-    text = str(value).strip()
-    if isinstance(value, bool) or not text.isdigit():
-        raise ValueError(
-            f"job_id={value!r} is not a Slurm job id (a positive integer). If it comes from XCom, check the "
-            "template, e.g. \"{{ ti.xcom_pull(task_ids='submit') }}\"."
-        )
-    return int(text)
+    return check_job_id(value, hint=XCOM_JOB_ID_HINT)

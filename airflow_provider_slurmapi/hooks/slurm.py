@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import tenacity
 from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook, GoogleBaseHook
 
+from airflow_provider_slurmapi.slurm.cluster import check_cluster_args, check_project_id
 from airflow_provider_slurmapi.slurm.envelope import (
     ClusterRef,
     HttpMethod,
@@ -36,6 +37,7 @@ from airflow_provider_slurmapi.slurm.errors import (
     InvalidArgumentError,
     MalformedRecordError,
     MalformedResponseError,
+    SignalOutcomeUnknownError,
     SlurmApiError,
     SubmitOutcomeUnknownError,
     UnauthenticatedError,
@@ -53,7 +55,7 @@ from airflow_provider_slurmapi.slurm.results import (
     read_live_job,
     read_submit,
 )
-from airflow_provider_slurmapi.slurm.retry import DEFAULT_RETRY_SECONDS, retry_kwargs
+from airflow_provider_slurmapi.slurm.retry import DEFAULT_RETRY_SECONDS, is_transient, retry_kwargs
 from airflow_provider_slurmapi.slurm.spec import PreparedSubmission, prepare_submission
 from airflow_provider_slurmapi.slurm.states import JobStateInfo
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION, SlurmPaths
@@ -102,6 +104,8 @@ class SlurmApiHook(GoogleBaseHook):
         retry_seconds: float = DEFAULT_RETRY_SECONDS,
         **kwargs: Any,
     ) -> None:
+        # They decide where the token goes: checked before the connection is even read.
+        check_cluster_args(region=region, cluster_id=cluster_id, project_id=project_id, api_endpoint=api_endpoint)
         super().__init__(gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain, **kwargs)
         self.paths = SlurmPaths(api_version)
         self.region = region
@@ -138,6 +142,8 @@ class SlurmApiHook(GoogleBaseHook):
                 f"project_id is not set and connection {self.gcp_conn_id!r} names no project: pass "
                 "project_id=... or set the connection's project."
             )
+        if not self._project_id_arg:
+            check_project_id(project, field=f"the project of connection {self.gcp_conn_id!r}")
         endpoint = self._api_endpoint_arg or self._get_field("api_endpoint") or ""
         return ClusterRef(project_id=project, region=self.region, cluster_id=self.cluster_id, endpoint=endpoint)
 
@@ -146,15 +152,17 @@ class SlurmApiHook(GoogleBaseHook):
         """One pooled session whose token google-auth refreshes only when it has expired."""
         from google.auth.transport.requests import AuthorizedSession
 
+        _ = self.cluster  # the connection's project and endpoint are checked before any credential
         return AuthorizedSession(self.get_credentials())
 
     def _post(self, data: bytes) -> tuple[int, bytes]:
         import requests
         from google.auth.exceptions import RefreshError, TransportError
 
+        url = self.cluster.url
         try:
             response = self.session.post(
-                self.cluster.url,
+                url,
                 data=data,
                 headers={"Content-Type": "application/json"},
                 timeout=self.timeout,
@@ -289,8 +297,19 @@ class SlurmApiHook(GoogleBaseHook):
         return read_jobs(self.call("GET", path), history=history)
 
     def cancel_job(self, job_id: int, *, signal: str | None = None) -> CancelOutcome:
-        """Cancel a job. Cancelling a finished or unknown job is not an error; the outcome says which."""
-        outcome = read_cancel(self.call("DELETE", self.paths.cancel(job_id, signal)))
+        """Cancel a job. Cancelling a finished or unknown job is not an error; the outcome says which.
+
+        A plain cancel is retried on transient failures (cancelling twice is harmless); a ``signal``
+        never is: Slurm delivers it on every call that reaches it, and a lost answer does not say
+        whether it did.
+        """
+        path = self.paths.cancel(job_id, signal)
+        try:
+            outcome = read_cancel(self.call("DELETE", path, retry=signal is None))
+        except SlurmApiError as exc:
+            if signal is not None and is_transient(exc):
+                raise _signal_not_resent(job_id, signal, exc) from exc
+            raise
         self.log.info("Cancel of Slurm job %s: %s", job_id, outcome.value)
         return outcome
 
@@ -317,6 +336,13 @@ def _check_json(response: SlurmResponse) -> SlurmResponse:
             f"({preview!r})."
         )
     return response
+
+
+def _signal_not_resent(job_id: int, signal: str | None, exc: SlurmApiError) -> SignalOutcomeUnknownError:
+    return SignalOutcomeUnknownError(
+        f"Sending {signal} to Slurm job {job_id} got no clear answer ({exc}). It was not resent, so the job got "
+        "the signal once or not at all: check the job (e.g. its output) before sending it again."
+    )
 
 
 def _one_off_tag() -> str:
@@ -346,6 +372,7 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
         timeout: float | None = None,
         retry_seconds: float = DEFAULT_RETRY_SECONDS,
     ) -> None:
+        check_cluster_args(region=region, cluster_id=cluster_id, project_id=project_id, api_endpoint=api_endpoint)
         super().__init__(
             region=region,
             cluster_id=cluster_id,
@@ -474,7 +501,14 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
         return read_jobs_by_id(await self.call("GET", self.paths.jobs()), job_ids)
 
     async def cancel_job(self, job_id: int, *, signal: str | None = None) -> CancelOutcome:
-        outcome = read_cancel(await self.call("DELETE", self.paths.cancel(job_id, signal)))
+        """Async twin of :meth:`SlurmApiHook.cancel_job`: a signal is never resent."""
+        path = self.paths.cancel(job_id, signal)
+        try:
+            outcome = read_cancel(await self.call("DELETE", path, retry=signal is None))
+        except SlurmApiError as exc:
+            if signal is not None and is_transient(exc):
+                raise _signal_not_resent(job_id, signal, exc) from exc
+            raise
         self.log.info("Cancel of Slurm job %s: %s", job_id, outcome.value)
         return outcome
 

@@ -7,24 +7,32 @@ library and no aiohttp, so DAG files that use it parse fast.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_slurmapi._compat import AirflowException, BaseOperator, redact_text
+from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException, BaseOperator, redact_text
 from airflow_provider_slurmapi.cluster_args import (
     CLUSTER_TEMPLATE_FIELDS,
     SlurmClusterMixin,
     default_deferrable,
     parse_job_id,
 )
-from airflow_provider_slurmapi.slurm.errors import JobNotFoundError, SlurmApiError
+from airflow_provider_slurmapi.slurm.errors import (
+    ConfigurationError,
+    JobNotFoundError,
+    SignalOutcomeUnknownError,
+    SlurmApiError,
+)
 from airflow_provider_slurmapi.slurm.job_output import mentions_progress, wrap_script
 from airflow_provider_slurmapi.slurm.spec import prepare_submission, task_comment, task_tag
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
 from airflow_provider_slurmapi.slurm.watch import DEFAULT_MISSING_GRACE_SECONDS, JobWatch
 
 if TYPE_CHECKING:
+    import jinja2
+
     from airflow_provider_slurmapi._compat import Context
     from airflow_provider_slurmapi.slurm.job import SlurmJob
 
@@ -32,6 +40,28 @@ if TYPE_CHECKING:
 JOB_ID_STATE_KEY = "slurm_job_id"
 JOB_ID_XCOM_KEY = "slurm_job_id"
 JOB_XCOM_KEY = "slurm_job"
+
+
+def is_script_path(script: object) -> bool:
+    """A script given as a file of the DAG folder: one line ending in ``.sh``. Anything else is the script."""
+    return isinstance(script, str) and script.endswith(".sh") and "\n" not in script and "\r" not in script
+
+
+def read_script_file(jinja_env: jinja2.Environment, path: str) -> str:
+    """The text of a script file, found as Airflow finds templates: the DAG's folder, ``template_searchpath``."""
+    import jinja2
+
+    try:
+        if jinja_env.loader is None:
+            raise jinja2.TemplateNotFound(path)
+        source: str = jinja_env.loader.get_source(jinja_env, path)[0]
+    except jinja2.TemplateNotFound:
+        raise ConfigurationError(
+            f"script={path!r} is one line ending in .sh, so it is read as a file, but there is no such file in "
+            "the DAG's folder or its template_searchpath. Put the file there, or give the script itself "
+            "(several lines, starting with '#!')."
+        ) from None
+    return source
 
 
 class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
@@ -49,8 +79,9 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     :param job: Slurm job description fields, named as Slurm names them (``name``, ``partition``,
         ``tres_per_node``, ``time_limit`` in minutes or ``{"set": True, "number": N}``...). Templated.
         ``current_working_directory`` and ``environment`` get documented defaults if missing (logged).
-    :param script: the batch script (``#!/bin/bash...``), or a path ending in ``.sh`` read from the
-        DAG folder as a template. Templated.
+    :param script: the batch script (``#!/bin/bash...``), or a file of the DAG folder (or
+        ``template_searchpath``): one line ending in ``.sh``, read and rendered as a template. Templated;
+        no other field is ever read from a file.
     :param wait_for_completion: wait for the job to end; if False, return once it is submitted.
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
     :param poll_interval: seconds between polls.
@@ -67,7 +98,10 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     """
 
     template_fields: Sequence[str] = ("job", "script", *CLUSTER_TEMPLATE_FIELDS)
-    template_ext: Sequence[str] = (".sh",)
+    # Airflow's template_ext would read *every* templated string ending in ".sh" from a file: a job
+    # name "train.sh" or an inline script whose last line runs "./run.sh". Only ``script`` is ever
+    # read from a file, and only when it is a path (see ``is_script_path``).
+    template_ext: Sequence[str] = ()
     template_fields_renderers = {"job": "json", "script": "bash"}
     ui_color = "#d9ecf2"
 
@@ -116,8 +150,34 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         self.job_id: int | None = None
         self._job_over = False
 
+    # -- the script file -------------------------------------------------------------------------
+    def resolve_template_files(self) -> None:
+        """At parse time, read a ``script`` path from the DAG folder, as Airflow does for template_ext."""
+        if is_script_path(self.script):
+            with contextlib.suppress(ConfigurationError):  # rendering the task reports it, with the fix
+                self.script = read_script_file(self.get_template_env(), self.script)
+        super().resolve_template_files()
+
+    def _do_render_template_fields(
+        self,
+        parent: Any,
+        template_fields: Iterable[str],
+        context: Context,
+        jinja_env: jinja2.Environment,
+        seen_oids: set[int],
+    ) -> None:
+        """Read a ``script`` path from the DAG folder, then render every field as Airflow does.
+
+        This is the method Airflow calls for a plain task and for each task of a mapped one, on 2.11
+        and 3.x, so the file's text is rendered exactly once, like any inline script.
+        """
+        if parent is self and "script" in template_fields and is_script_path(self.script):
+            self.script = read_script_file(jinja_env, self.script)
+        super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
+
     # -- submit or reattach -----------------------------------------------------------------------
     def execute(self, context: Context) -> int:
+        self.check_cluster_args()
         ti = context["ti"]
         map_index = getattr(ti, "map_index", -1)
         map_index = -1 if map_index is None else int(map_index)
@@ -260,7 +320,8 @@ class SlurmCancelJobOperator(SlurmClusterMixin, BaseOperator):
     ``{"job_id", "outcome", "state"}``.
 
     :param job_id: the Slurm job id. Templated (e.g. ``{{ ti.xcom_pull('submit') }}``).
-    :param signal: send this signal instead of cancelling (``SIGTERM``, ``SIGUSR1``...).
+    :param signal: send this signal instead of cancelling (``SIGTERM``, ``SIGUSR1``...). Sent once:
+        if its answer is lost, the task fails without a retry (a retry would deliver it again).
     """
 
     template_fields: Sequence[str] = ("job_id", "signal", *CLUSTER_TEMPLATE_FIELDS)
@@ -299,8 +360,12 @@ class SlurmCancelJobOperator(SlurmClusterMixin, BaseOperator):
         self.poll_interval = poll_interval
 
     def execute(self, context: Context) -> dict[str, Any]:
+        self.check_cluster_args()
         job_id = parse_job_id(self.job_id)
-        outcome = self.hook.cancel_job(job_id, signal=self.signal)
+        try:
+            outcome = self.hook.cancel_job(job_id, signal=self.signal)
+        except SignalOutcomeUnknownError as exc:
+            raise AirflowFailException(str(exc)) from exc  # a task retry would deliver the signal again
         self.log.info("Cancel of Slurm job %s: %s.", job_id, outcome.value)
         job = self.hook.get_job(job_id)
         if self.wait_for_termination and self.signal is None:
@@ -352,6 +417,7 @@ class SlurmGetJobOperator(SlurmClusterMixin, BaseOperator):
         self.job_id = job_id
 
     def execute(self, context: Context) -> dict[str, Any]:
+        self.check_cluster_args()
         job_id = parse_job_id(self.job_id)
         job = self.hook.get_job(job_id)
         if job is None:
@@ -409,6 +475,7 @@ class SlurmListJobsOperator(SlurmClusterMixin, BaseOperator):
         self.name = name
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
+        self.check_cluster_args()
         jobs = self.hook.list_jobs(history=self.history, **self.filters)
         if self.states:
             wanted = {s.upper() for s in self.states}

@@ -73,6 +73,8 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         self._watch: JobWatch | None = None
 
     def execute(self, context: Context) -> Any:
+        self.check_cluster_args()
+        parse_job_id(self.job_id)
         if not self.deferrable:
             return super().execute(context)
         if self.poke(context):

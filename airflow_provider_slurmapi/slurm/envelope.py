@@ -9,15 +9,22 @@ which is kept as :attr:`SlurmResponse.text`.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from airflow_provider_slurmapi.slurm.cluster import (
+    check_cluster_id,
+    check_endpoint,
+    check_project_id,
+    check_region,
+    default_endpoint,
+    default_host,
+)
 from airflow_provider_slurmapi.slurm.errors import (
     ClusterNotFoundError,
     ConfigurationError,
@@ -38,59 +45,43 @@ HttpMethod = Literal["GET", "POST", "DELETE"]
 MAX_REQUEST_BYTES = 1024 * 1024
 RUN_PERMISSION = "aiplatform.googleapis.com/modelDevelopmentClusters.run"
 TRANSIENT_HTTP_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-_LOOPBACK_NAMES = {"localhost", "localhost.localdomain"}
-
-
-def default_endpoint(region: str) -> str:
-    return f"https://{region}-aiplatform.googleapis.com"
-
-
-def check_endpoint(endpoint: str) -> str:
-    """Return the endpoint without a trailing slash; plain ``http://`` only to a loopback address.
-
-    Tokens must never cross a network in clear text; loopback is allowed for the local emulator.
-    """
-    parts = urlsplit(endpoint)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigurationError(
-            f"api_endpoint={endpoint!r} is not a URL. Use e.g. 'https://us-central1-aiplatform.googleapis.com' "
-            "or, for the local emulator, 'http://127.0.0.1:8080'."
-        )
-    if parts.scheme == "http" and not _is_loopback(parts.hostname):
-        raise ConfigurationError(
-            f"api_endpoint={endpoint!r} uses plain http to a non-loopback host; the bearer token would travel "
-            "unencrypted. Use https, or http only to 127.0.0.1/localhost/[::1]."
-        )
-    return endpoint.rstrip("/")
-
-
-def _is_loopback(host: str) -> bool:
-    if host.lower() in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterRef:
-    """Which cluster a call goes to, and through which endpoint."""
+    """Which cluster a call goes to, and through which endpoint.
+
+    Every part is checked against Google's formats here (:mod:`~airflow_provider_slurmapi.slurm.cluster`),
+    and the URL is built once and checked again: without an ``endpoint`` its host is exactly
+    ``{region}-aiplatform.googleapis.com``, whatever the inputs were.
+    """
 
     project_id: str
     region: str
     cluster_id: str
     endpoint: str = ""
+    _url: str = field(default="", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for name in ("project_id", "region", "cluster_id"):
-            value = getattr(self, name)
-            if not value or not isinstance(value, str) or "/" in value:
-                raise ConfigurationError(
-                    f"{name}={value!r} is not valid: give the plain id of your training cluster's "
-                    f"{name.replace('_id', '')} (no slashes)."
-                )
-        object.__setattr__(self, "endpoint", check_endpoint(self.endpoint or default_endpoint(self.region)))
+        check_project_id(self.project_id)
+        check_region(self.region)
+        check_cluster_id(self.cluster_id)
+        endpoint = check_endpoint(self.endpoint) if self.endpoint else default_endpoint(self.region)
+        expected_host = urlsplit(endpoint).hostname if self.endpoint else default_host(self.region)
+        object.__setattr__(self, "endpoint", endpoint)
+        url = f"{endpoint}/v1beta1/{self.resource_name}:callSlurmRestApi"
+        parts = urlsplit(url)
+        if (
+            parts.hostname != expected_host
+            or f"{parts.scheme}://{parts.netloc}" != endpoint
+            or parts.path != f"/v1beta1/{self.resource_name}:callSlurmRestApi"
+            or parts.query
+            or parts.fragment
+        ):
+            raise ConfigurationError(
+                f"The Slurm Job API URL for {self} would not go to {expected_host}; refusing to send anything."
+            )
+        object.__setattr__(self, "_url", url)
 
     @property
     def resource_name(self) -> str:
@@ -98,7 +89,8 @@ class ClusterRef:
 
     @property
     def url(self) -> str:
-        return f"{self.endpoint}/v1beta1/{self.resource_name}:callSlurmRestApi"
+        """The ``callSlurmRestApi`` URL, built and checked once in ``__post_init__``."""
+        return self._url
 
     def __str__(self) -> str:
         return f"project={self.project_id} region={self.region} cluster_id={self.cluster_id}"
@@ -173,7 +165,7 @@ class SlurmResponse:
 def _entries(body: Any, key: str) -> list[dict[str, Any]]:
     """``body[key]`` as a list of dicts: Slurm sends a list of objects; anything else is wrapped."""
     value = body.get(key) if isinstance(body, Mapping) else None
-    if value is None or value == [] or value == "" or value == {}:
+    if value is None or value is False or (isinstance(value, list | dict | str) and not value):
         return []
     items = value if isinstance(value, list) else [value]
     entries: list[dict[str, Any]] = []

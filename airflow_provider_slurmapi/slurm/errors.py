@@ -145,3 +145,7 @@ class SubmitOutcomeUnknownError(SlurmApiError):
 
     Resending blindly could start a second copy of a GPU job, so the client stops and says so.
     """
+
+
+class SignalOutcomeUnknownError(SlurmApiError):
+    """A signal whose answer was lost: it may have been delivered, so it is not sent again."""

@@ -475,12 +475,12 @@ class SlurmJob:
 
         return cls(
             job_id=job_id,
-            state_info=JobStateInfo(JobState(state), tuple(flags)),
+            state_info=JobStateInfo(JobState(state), tuple(clean_text(f) for f in flags)),
             source=source,
             name=text("name"),
             reason=text("reason"),
             exit=ExitInfo(
-                status=tuple(exit_status),
+                status=tuple(clean_text(s) for s in exit_status),
                 return_code=number("exit_code"),
                 signal=text("signal"),
                 signal_number=number("signal_number"),
@@ -512,7 +512,7 @@ def _read(value: Any, field: str, reader: Any) -> Any:
 
 def _stored_text(value: Any) -> str | None:
     if value is None or isinstance(value, str):
-        return value
+        return None if value is None else clean_text(value)
     raise _BadShape(value, "a string or null")
 
 

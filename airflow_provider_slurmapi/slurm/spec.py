@@ -113,12 +113,61 @@ def _minutes_from_slurm_time(text: str, original: str, fix: str) -> int:
 
 
 def _environment(value: Any) -> list[str]:
+    """``environment`` as Slurm's ``NAME=value`` list, from that list or from a dict of names to values.
+
+    Environments hold secrets, so an error names only the bad entries' names or positions, never a value.
+    """
+    fix = "Give a dict of names to values, e.g. {'PATH': '/usr/bin:/bin'}, or a list of 'NAME=value' strings."
     if isinstance(value, Mapping):
-        return [f"{k}={v}" for k, v in value.items()]
-    if isinstance(value, list | tuple) and all(isinstance(v, str) and "=" in v for v in value):
+        bad = [
+            _env_name(key)
+            for key, item in value.items()
+            if not isinstance(key, str) or not key or "=" in key or "\0" in key or not _env_value_ok(item)
+        ]
+        if bad:
+            raise ConfigurationError(
+                f"job.environment: the entries {', '.join(bad)} are not valid: names must be non-empty strings "
+                f"without '=', values strings, numbers or booleans (values are not shown here). {fix}"
+            )
+        return [f"{key}={item}" for key, item in value.items()]
+    if isinstance(value, list | tuple):
+        bad = [
+            _env_entry_name(index, entry)
+            for index, entry in enumerate(value)
+            if not isinstance(entry, str) or entry.partition("=")[0] == "" or "=" not in entry or "\0" in entry
+        ]
+        if bad:
+            raise ConfigurationError(
+                f"job.environment: the entries {', '.join(bad)} are not 'NAME=value' strings (values are not "
+                f"shown here). {fix}"
+            )
         return list(value)
     raise ConfigurationError(
-        f"job.environment={value!r} must be a list of 'NAME=value' strings or a dict of names to values."
+        f"job.environment is a {type(value).__name__}, not a dict or a list (its content is not shown here). {fix}"
+    )
+
+
+def _env_value_ok(item: Any) -> bool:
+    return isinstance(item, int | float) or (isinstance(item, str) and "\0" not in item)
+
+
+def _env_name(key: Any) -> str:
+    """How a bad dict key is named in an error: the text before any '=', or only its type."""
+    if not isinstance(key, str):
+        return f"<a key of type {type(key).__name__}>"
+    name, equals, _ = key.partition("=")
+    return repr(name[:60]) + (" (with '=' and more)" if equals else "")
+
+
+def _env_entry_name(index: int, entry: Any) -> str:
+    """How a bad list entry is named in an error: its position and the name before '=', never a value."""
+    name = entry.partition("=")[0] if isinstance(entry, str) and "=" in entry else ""
+    if name:
+        return f"#{index} ({name[:60]!r})"
+    return (
+        f"#{index} (a string with no NAME= before its value)"
+        if isinstance(entry, str)
+        else f"#{index} (a {type(entry).__name__})"
     )
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
+from airflow_provider_slurmapi.slurm.cluster import check_job_id
 from airflow_provider_slurmapi.slurm.errors import UnsupportedApiVersionError
 
 SUPPORTED_API_VERSIONS: tuple[str, ...] = ("v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44")
@@ -38,7 +39,8 @@ def check_api_version(version: str) -> str:
 
 
 def _job_segment(job_id: int | str) -> str:
-    return quote(str(job_id), safe="")
+    """A checked job id: ``5_3`` or ``1.2`` would name an array task or a step, not the job."""
+    return str(check_job_id(job_id))
 
 
 def _query(params: Mapping[str, str | int | Sequence[str | int] | None]) -> str:
@@ -75,7 +77,7 @@ class SlurmPaths:
         return f"/slurm/{self.version}/jobs/" + _query({"update_time": update_time})
 
     def jobs_state(self, job_ids: Iterable[int | str]) -> str:
-        return f"/slurm/{self.version}/jobs/state/" + _query({"job_id": [str(j) for j in job_ids]})
+        return f"/slurm/{self.version}/jobs/state/" + _query({"job_id": [_job_segment(j) for j in job_ids]})
 
     def history_job(self, job_id: int | str) -> str:
         return f"/slurmdb/{self.version}/job/{_job_segment(job_id)}"

@@ -19,6 +19,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS, redact_text
+from airflow_provider_slurmapi.slurm.cluster import check_cluster_args, check_job_id
 from airflow_provider_slurmapi.slurm.errors import SlurmApiError
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
 from airflow_provider_slurmapi.slurm.watch import DEFAULT_MISSING_GRACE_SECONDS, JobWatch
@@ -60,7 +61,9 @@ class SlurmJobTrigger(BaseTrigger):
             raise ValueError(
                 f"SlurmJobTrigger needs region and cluster_id (got region={region!r}, cluster_id={cluster_id!r})."
             )
-        self.job_id = int(job_id)
+        # A trigger is rebuilt from its serialized kwargs in the triggerer: check them here too.
+        check_cluster_args(region=region, cluster_id=cluster_id, project_id=project_id, api_endpoint=api_endpoint)
+        self.job_id = check_job_id(job_id)
         self.region = region
         self.cluster_id = cluster_id
         self.project_id = project_id

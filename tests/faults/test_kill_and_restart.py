@@ -218,16 +218,16 @@ def test_reattach_can_be_turned_off(airflow_db: Any, gcp_connection: Any, monkey
 
 def test_trigger_takes_the_documented_positional_order() -> None:
     trigger = SlurmJobTrigger(
-        7, "proj", "us-central1", "cluster-a", "conn", "v0.0.41", 5.0, "sa@p.iam.gserviceaccount.com"
+        7, "proj-1", "us-central1", "cluster-a", "conn", "v0.0.41", 5.0, "sa@p.iam.gserviceaccount.com"
     )
     _, kwargs = trigger.serialize()
     assert (kwargs["job_id"], kwargs["project_id"], kwargs["region"], kwargs["cluster_id"]) == (
         7,
-        "proj",
+        "proj-1",
         "us-central1",
         "cluster-a",
     )
     assert (kwargs["gcp_conn_id"], kwargs["api_version"], kwargs["poll_interval"]) == ("conn", "v0.0.41", 5.0)
     assert kwargs["impersonation_chain"] == "sa@p.iam.gserviceaccount.com"
     with pytest.raises(ValueError, match="region and cluster_id"):
-        SlurmJobTrigger(7, "proj")
+        SlurmJobTrigger(7, "proj-1")

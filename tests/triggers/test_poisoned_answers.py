@@ -61,6 +61,7 @@ class PoisoningProxy:
         self.upstream = upstream
         self.poisoned: Counter[str] = Counter()
         self.garble_job_records = 0  # how many more job/{id} answers get a record of the wrong shape
+        self.always_garbled: set[int] = set()  # jobs whose job/{id} record is always of the wrong shape
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -77,7 +78,7 @@ class PoisoningProxy:
                     asked = json.loads(data)
                     content = proxy.poison(asked.get("path", ""), content)
                     if asked.get("method") == "HTTP_METHOD_GET" and _JOB_PATH.match(asked.get("path", "")):
-                        content = proxy.garble(content)
+                        content = proxy.garble(content, int(asked["path"].rsplit("/", 1)[1]))
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(content)))
@@ -109,15 +110,17 @@ class PoisoningProxy:
             return f'{{"status":{envelope["status"]},"structuredBody":{text}}}'.encode()
         return json.dumps({"status": envelope["status"], "body": text}).encode()
 
-    def garble(self, content: bytes) -> bytes:
+    def garble(self, content: bytes, job_id: int) -> bytes:
         """The asked job's own record with ``job_state: 5``, while ``garble_job_records`` lasts."""
         envelope = json.loads(content)
-        if self.garble_job_records <= 0 or "body" not in envelope:
+        always = job_id in self.always_garbled
+        if (self.garble_job_records <= 0 and not always) or "body" not in envelope:
             return content
         body = json.loads(envelope["body"])
         if not body.get("jobs"):
             return content
-        self.garble_job_records -= 1
+        if not always:
+            self.garble_job_records -= 1
         self.poisoned["job"] += 1
         body["jobs"][0]["job_state"] = 5
         return json.dumps({**envelope, "body": json.dumps(body)}).encode()
@@ -228,3 +231,25 @@ def test_a_garbled_record_of_the_job_asked_for_is_read_again(
     with pytest.raises(MalformedRecordError, match=rf"job {job_id}.*job_state=5"):
         hook.get_live_job(job_id)
     hook.cancel_job(job_id)
+
+
+async def test_a_garbled_record_of_one_job_fails_only_that_jobs_trigger(
+    poisoned_connection: tuple[Any, PoisoningProxy], tmp_path: Path
+) -> None:
+    emulator, proxy = poisoned_connection
+    go = tmp_path / "go"
+    garbled = await submit(emulator, waiting_script(go, 0), name="garbled")
+    fine = await submit(emulator, waiting_script(go, 0), name="fine")
+    proxy.always_garbled.add(garbled)
+    triggerer = Triggerer()
+    try:
+        triggerer.start("garbled", make_trigger(garbled))
+        triggerer.start("fine", make_trigger(fine))
+        await asyncio.to_thread(emulator.wait_for_state, fine, "RUNNING", 60)
+        go.touch()
+        await triggerer.finish()
+    finally:
+        await triggerer.stop_all()
+    assert_completed(triggerer.event("fine"), fine)
+    event = triggerer.event("garbled")
+    assert event["status"] == "error" and f"job {garbled}" in event["message"] and "job_state=5" in event["message"]

@@ -129,4 +129,4 @@ def test_url_and_endpoint_rules() -> None:
     with pytest.raises(ConfigurationError, match="not a URL"):
         check_endpoint("us-central1-aiplatform.googleapis.com")
     with pytest.raises(ConfigurationError, match="cluster_id"):
-        ClusterRef("p", "r", "a/b")
+        ClusterRef("proj-1", "us-central1", "a/b")

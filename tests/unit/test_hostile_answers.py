@@ -392,3 +392,5 @@ def test_lone_surrogates_never_reach_a_log_or_xcom_as_invalid_utf8() -> None:
     json.dumps(job.to_dict(), ensure_ascii=False).encode("utf-8")
     job.describe().encode("utf-8")
     job.failure_message().encode("utf-8")
+    stored = {**job.to_dict(), "exit_status": ["\ud800"], "flags": ["X\udfff"], "stdout": "\ud83d"}
+    json.dumps(SlurmJob.from_dict(stored).to_dict(), ensure_ascii=False).encode("utf-8")
