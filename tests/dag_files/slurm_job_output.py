@@ -33,7 +33,10 @@ SECRET = "hunter2-not-for-logs"
 
 
 def _mask_secret(context: Any) -> None:
-    from airflow.sdk.log import mask_secret
+    if AIRFLOW_V_3_0_PLUS:
+        from airflow.sdk.log import mask_secret
+    else:  # pragma: no cover - Airflow 2.11
+        from airflow.utils.log.secrets_masker import mask_secret
 
     mask_secret(SECRET)
 
