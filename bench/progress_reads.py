@@ -50,15 +50,15 @@ async def _bench(tmp: Path, sizes: list[int], rounds: int) -> int:
 
     creds = tmp / "service-account.json"
     (tmp / "jobs").mkdir()
-    config = EmulatorConfig(credentials_file=creds, project="bench", workdir=tmp / "jobs", cpus=max(sizes) + 1)
+    config = EmulatorConfig(credentials_file=creds, project="bench-project", workdir=tmp / "jobs", cpus=max(sizes) + 1)
     print(f"{'N':>5} {'baseline calls/round':>21} {'with progress':>14} {'naive':>6} {'progress/naive':>15}")
     ok = True
     with run_emulator(config) as emulator:
-        extra = {"key_path": str(creds), "api_endpoint": emulator.url, "project": "bench"}
+        extra = {"key_path": str(creds), "api_endpoint": emulator.url, "project": "bench-project"}
         os.environ["AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT"] = json.dumps(
             {"conn_type": "google_cloud_platform", "extra": extra}
         )
-        cluster = {"project_id": "bench", "region": "us-central1", "cluster_id": "bench-cluster"}
+        cluster = {"project_id": "bench-project", "region": "us-central1", "cluster_id": "bench-cluster"}
         sync = SlurmApiHook(**cluster)
         for n in sizes:
             ids = [
@@ -69,7 +69,9 @@ async def _bench(tmp: Path, sizes: list[int], rounds: int) -> int:
             ]
             for job_id in ids:
                 emulator.wait_for_state(job_id, "RUNNING", timeout=60)
-            key = PollerKey("google_cloud_default", "bench", "us-central1", "bench-cluster", "v0.0.42", None, None)
+            key = PollerKey(
+                "google_cloud_default", "bench-project", "us-central1", "bench-cluster", "v0.0.42", None, None
+            )
             per_round: dict[str, float] = {}
             for progress in (False, True):
                 hook = SlurmApiAsyncHook(**key.hook_kwargs())
