@@ -30,6 +30,21 @@ else:  # pragma: no cover - Airflow 2.11
     from airflow.sensors.base import BaseSensorOperator  # type: ignore[no-redef,attr-defined,assignment]
     from airflow.utils.context import Context  # type: ignore[no-redef,attr-defined,assignment]
 
+
+def redact_text(text: str) -> str:
+    """Mask Airflow's registered secrets in text a job wrote (its output, its progress) before it is
+    logged or raised: the task's log handlers mask too, but not every path does (``dag.test()``)."""
+    try:
+        if AIRFLOW_V_3_0_PLUS:
+            from airflow.sdk.log import redact
+        else:  # pragma: no cover - Airflow 2.11
+            from airflow.utils.log.secrets_masker import redact  # type: ignore[no-redef]
+    except ImportError:  # pragma: no cover
+        return text
+    masked = redact(text)
+    return masked if isinstance(masked, str) else text
+
+
 __all__ = [
     "AIRFLOW_V_3_0_PLUS",
     "AIRFLOW_V_3_3_PLUS",
@@ -39,4 +54,5 @@ __all__ = [
     "BaseSensorOperator",
     "Context",
     "conf",
+    "redact_text",
 ]

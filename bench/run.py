@@ -472,6 +472,14 @@ def report_lag(result: dict[str, Any], n: int, clusters: int) -> list[tuple[str,
     return [(f"lag: p99 at N={n} over {clusters} clusters {p99 * 1000:.1f} ms < 50 ms", p99 < GOAL_MAX_LAG_P99)]
 
 
+# -- progress reads ---------------------------------------------------------------------------------
+def bench_progress(sizes: str) -> bool:
+    """``bench/progress_reads.py`` in its own process (its table is printed as it runs)."""
+    print("\nprogress reads per poll round (baseline: the same jobs without progress; naive: one read each)")
+    script = Path(__file__).resolve().parent / "progress_reads.py"
+    return subprocess.run([sys.executable, str(script), "--n", sizes], check=False).returncode == 0
+
+
 # -- main ---------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -479,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", help="comma list of trigger counts (default 1,100,1000,5000; quick: 1,100)")
     parser.add_argument(
         "--only",
-        choices=("fanin", "parse", "hook", "start", "pollcost", "lag"),
+        choices=("fanin", "parse", "hook", "start", "pollcost", "lag", "progress"),
         action="append",
         help="run only these (repeatable)",
     )
@@ -505,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     intervals = args.intervals or (3 if args.quick else 4)
     repeats = args.repeats or (1 if args.quick else 3)
     parse_repeats = args.parse_repeats or (2 if args.quick else 3)
-    only = set(args.only or ("fanin", "parse", "hook", "start", "pollcost", "lag"))
+    only = set(args.only or ("fanin", "parse", "hook", "start", "pollcost", "lag", "progress"))
     start_qs = [int(x) for x in (args.start_q or ("0,1000" if args.quick else "0,1000,10000")).split(",")]
     start_n = args.start_n or (50 if args.quick else 500)
     baseline_n = args.baseline_n or (3 if args.quick else 10)
@@ -543,6 +551,7 @@ def main(argv: list[str] | None = None) -> int:
             bench_pollcost(tmp, [min(start_qs), max(start_qs)], poll_n, baseline) if "pollcost" in only else None
         )
         lag_result = bench_lag(tmp, lag_n, lag_clusters, interval, intervals) if "lag" in only else None
+        progress_ok = bench_progress("1,9" if args.quick else "1,8,9,60") if "progress" in only else None
 
     print("\n" + "=" * 118)
     if fanin_rows:
@@ -557,6 +566,8 @@ def main(argv: list[str] | None = None) -> int:
         goals += report_pollcost(poll_results, [min(start_qs), max(start_qs)], poll_n)
     if lag_result is not None:
         goals += report_lag(lag_result, lag_n, lag_clusters)
+    if progress_ok is not None:
+        goals.append(("progress: at most 8 progress reads per poll round, whatever N", progress_ok))
     print("\nGoals:")
     for text, ok in goals:
         print(f"   {verdict(ok)}  {text}")

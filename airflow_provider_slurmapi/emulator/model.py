@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .jobdesc import JobRequest
+from .scontrol_standin import STATE_DIR_ENV, record_file
 
 log = logging.getLogger("slurmapi_emulator.model")
 
@@ -77,6 +78,9 @@ class Job:
     rev: int = 0
     cache: dict[str, tuple[int, str]] = field(default_factory=dict)
     timers: list[asyncio.TimerHandle] = field(default_factory=list)
+    extra: str = ""  # what the job set with `scontrol update JobId=N Extra=...` (the stand-in)
+    state_dir: Path | None = None  # where the stand-in writes; None once the job's process is over
+    record_stamp: tuple[int, int] | None = None
 
     @property
     def name(self) -> str:
@@ -98,6 +102,24 @@ class Job:
     def job_state(self) -> list[str]:
         """Live `job_state`: base state plus flags."""
         return [self.state, "COMPLETING"] if self.completing else [self.state]
+
+    def refresh_record(self) -> None:
+        """Take in what the job wrote into its own record through the ``scontrol`` stand-in."""
+        if self.state_dir is None:
+            return
+        path = record_file(self.state_dir, self.job_id, "extra")
+        try:
+            info = path.stat()
+        except OSError:
+            return
+        stamp = (info.st_mtime_ns, info.st_size)
+        if stamp != self.record_stamp:
+            self.record_stamp = stamp
+            with contextlib.suppress(OSError):
+                self.extra = path.read_bytes().decode("utf-8", "replace")
+                self.touch()
+        if self.proc is not None and self.proc.returncode is not None:
+            self.state_dir = None  # the job's processes are gone: nothing more will be written
 
     def touch(self) -> None:
         """Mark the job changed so cached renderings are rebuilt."""
@@ -177,6 +199,20 @@ class Cluster:
         self.gid = os.getgid()
         self.bash = shutil.which("bash") or "/bin/bash"
         (self.workdir / ".emulator").mkdir(parents=True, exist_ok=True)
+        self.bin_dir = self._install_scontrol()
+
+    def _install_scontrol(self) -> Path:
+        """The ``scontrol`` stand-in on every job's PATH (a job writes its own ``Extra`` with it)."""
+        import sys
+
+        from . import scontrol_standin
+
+        bin_dir = self.workdir / ".emulator" / "bin"
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        command = bin_dir / "scontrol"
+        command.write_text(f"#!{sys.executable}\n" + Path(scontrol_standin.__file__).read_text())
+        command.chmod(stat.S_IRWXU)
+        return bin_dir
 
     # ---------------------------------------------------------------- bookkeeping
     def _changed(self, job: Job | None = None) -> None:
@@ -292,6 +328,8 @@ class Cluster:
             key, sep, value = item.partition("=")
             if sep and key:
                 env[key] = value
+        env["PATH"] = f"{self.bin_dir}:{env.get('PATH') or os.defpath}"
+        env[STATE_DIR_ENV] = str(self.workdir / ".emulator")
         env.update(
             SLURM_JOB_ID=str(job.job_id),
             SLURM_JOBID=str(job.job_id),
@@ -343,10 +381,12 @@ class Cluster:
             self._changed(job)
             return
         job.proc = proc
+        job.state_dir = self.workdir / ".emulator"
         if job.state != "RUNNING" or self._closing:  # cancelled, timed out or shut down meanwhile
             self._signal_group(job, signal.SIGKILL)
         returncode = await proc.wait()
         self._signal_group(job, signal.SIGKILL, after_exit=True)  # leftovers, as proctrack kills them
+        job.refresh_record()  # what the script wrote last, before it ended
         self._exited(job, returncode)
 
     def _exited(self, job: Job, returncode: int) -> None:

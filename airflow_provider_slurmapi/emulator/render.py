@@ -125,7 +125,7 @@ def live_job(job: Job, version: str, cluster: str, node_cpus: int) -> JsonDict:
         "end_time": num(end),
         "excluded_nodes": "",
         "exit_code": _exit(job.exit),
-        "extra": "",
+        "extra": job.extra,
         "failed_node": "",
         "features": "",
         "federation_origin": "",
@@ -251,6 +251,7 @@ def _adapt_live(rec: JsonDict, job: Job, version: str) -> JsonDict:
 
 def live_job_json(job: Job, version: str, cluster: str, node_cpus: int) -> str:
     """The live record as JSON text, re-encoded only when the job changed."""
+    job.refresh_record()
     cached = job.cache.get(version)
     if cached is not None and cached[0] == job.rev:
         return cached[1]

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException, BaseOperator
+from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException, BaseOperator, redact_text
 from airflow_provider_slurmapi.cluster_args import (
     CLUSTER_TEMPLATE_FIELDS,
     SlurmClusterMixin,
@@ -26,6 +26,7 @@ from airflow_provider_slurmapi.slurm.errors import (
     SignalOutcomeUnknownError,
     SlurmApiError,
 )
+from airflow_provider_slurmapi.slurm.job_output import mentions_progress, wrap_script
 from airflow_provider_slurmapi.slurm.spec import CLOCK_SKEW_SECONDS, prepare_submission, task_comment, task_tag
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
 from airflow_provider_slurmapi.slurm.watch import (
@@ -98,6 +99,12 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     :param outage_tolerance_seconds: how long the wait rides out an API outage (UNAVAILABLE, 5xx, no
         connection; warned about every few minutes) before the task fails; the job runs on, and a retry
         reattaches to it. Permanent errors (permission denied, unknown cluster) fail at once.
+    :param report_output: wrap the script so that its last lines of output (stderr, or stdout when both
+        go to one file; at most 1,024 bytes) reach the task's failure message, through the job's
+        ``extra`` field, and ``slurm_progress "message"`` is on its PATH. The script itself runs
+        unchanged with its own interpreter. ``False`` submits the script byte for byte.
+    :param log_progress: log each new progress message of the job (``Slurm job 4242: epoch 3/10``).
+        Default: when ``report_output`` and the script calls ``slurm_progress`` or sets ``Extra=``.
     """
 
     template_fields: Sequence[str] = ("job", "script", *CLUSTER_TEMPLATE_FIELDS)
@@ -127,6 +134,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         reattach_on_restart: bool = True,
         missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
         outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
+        report_output: bool = True,
+        log_progress: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -140,6 +149,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             api_endpoint=api_endpoint,
         )
         self.outage_tolerance_seconds = outage_tolerance_seconds
+        self.report_output = report_output
+        self.log_progress = log_progress
         self.job = job or {}
         self.script = script
         self.wait_for_completion = wait_for_completion
@@ -189,6 +200,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             self.log.info("job.name was not set; naming the Slurm job %r.", job_spec["name"])
         # A bad spec fails here, before any call: nothing is looked up or sent.
         prepare_submission(job_spec, self.script)
+        # What is sent, so what the 1 MB request limit counts: the wrapped script, or yours byte for byte.
+        script = wrap_script(self.script) if self.report_output else self.script
 
         previous = self._previous_job(context, tag, job_spec.get("name")) if self.reattach_on_restart else None
         if previous is not None and previous.succeeded:
@@ -212,7 +225,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
                 self.log.info("Earlier Slurm job %s %s; submitting a new one.", previous.job_id, previous.describe())
             comment = task_comment(tag, ti.dag_id, ti.task_id, ti.run_id, map_index)
             earlier = previous.job_id if previous is not None else None
-            result = self.hook.submit_job(job_spec, self.script, tag=tag, comment=comment, earlier_job_id=earlier)
+            result = self.hook.submit_job(job_spec, script, tag=tag, comment=comment, earlier_job_id=earlier)
             for warning in result.warnings:
                 self.log.warning("Slurm accepted job %s with a warning: %s", result.job_id, warning)
             job_id = result.job_id
@@ -263,11 +276,18 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             return None
 
     # -- wait -------------------------------------------------------------------------------------
+    @property
+    def _log_progress(self) -> bool:
+        if self.log_progress is not None:
+            return self.log_progress
+        return self.report_output and isinstance(self.script, str) and mentions_progress(self.script)
+
     def _wait(self, context: Context, job_id: int) -> int:
         watch = JobWatch(
             job_id,
             missing_grace_seconds=self.missing_grace_seconds,
             outage_tolerance_seconds=self.outage_tolerance_seconds,
+            log_progress=self._log_progress,
         )
         step = self._look(watch, job_id)
         if step.finished and step.job is not None:
@@ -285,6 +305,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
                     outage_tolerance_seconds=self.outage_tolerance_seconds,
                     deadline=deadline,
                     last_seen=step.job.to_dict() if step.job is not None else None,
+                    log_progress=self._log_progress,
                     **self.cluster_kwargs(),
                 ),
                 method_name="execute_complete",
@@ -304,7 +325,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             step = watch.observe_error(exc)
         else:
             step = watch.observe(job)
-        step.log_to(self.log)
+        step.log_to(self.log, redact_text)
         return step
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> int:
@@ -324,8 +345,11 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         self.job_id = job.job_id
         context["ti"].xcom_push(key=JOB_XCOM_KEY, value=job.to_dict())
         if not job.succeeded:
-            raise AirflowException(job.failure_message())
+            raise AirflowException(redact_text(job.failure_message(output_expected=self.report_output)))
         self.log.info("Slurm job %s %s.", job.job_id, job.describe())
+        report = job.output_report(expected=self.report_output)
+        if report:
+            self.log.debug("%s", redact_text(report))
         return job.job_id
 
     # -- kill -------------------------------------------------------------------------------------

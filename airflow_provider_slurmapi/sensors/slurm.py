@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_slurmapi._compat import AirflowException, BaseSensorOperator
+from airflow_provider_slurmapi._compat import AirflowException, BaseSensorOperator, redact_text
 from airflow_provider_slurmapi.cluster_args import (
     CLUSTER_TEMPLATE_FIELDS,
     SlurmClusterMixin,
@@ -51,6 +51,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
     :param missing_grace_seconds: how long the job may be in neither the live queue nor the history.
     :param outage_tolerance_seconds: how long the wait rides out an API outage (UNAVAILABLE, 5xx, no
         connection; warned about every few minutes) before the task fails. Permanent errors fail at once.
+    :param log_progress: log each new progress message the job sets (``slurm_progress``, ``Extra=``).
     """
 
     template_fields: Sequence[str] = ("job_id", *CLUSTER_TEMPLATE_FIELDS)
@@ -71,6 +72,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         cancel_on_kill: bool = False,
         missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
         outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
+        log_progress: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -88,6 +90,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         self.cancel_on_kill = cancel_on_kill
         self.missing_grace_seconds = missing_grace_seconds
         self.outage_tolerance_seconds = outage_tolerance_seconds
+        self.log_progress = log_progress
         self._watch: JobWatch | None = None
 
     def execute(self, context: Context) -> Any:
@@ -110,6 +113,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
                 outage_tolerance_seconds=self.outage_tolerance_seconds,
                 deadline=deadline,
                 last_seen=last.to_dict() if last is not None else None,
+                log_progress=self.log_progress,
                 **self.cluster_kwargs(),
             ),
             method_name="execute_complete",
@@ -143,7 +147,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         if not step.finished or step.job is None:
             return False
         if not step.job.succeeded:
-            raise AirflowException(step.job.failure_message())
+            raise AirflowException(redact_text(step.job.failure_message()))
         return True
 
     def _new_watch(self, job_id: int, saved: object = None) -> JobWatch:
@@ -153,6 +157,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
             job_id,
             missing_grace_seconds=self.missing_grace_seconds,
             outage_tolerance_seconds=self.outage_tolerance_seconds,
+            log_progress=self.log_progress,
         )
 
     def _look(self, watch: JobWatch, job_id: int, *, quiet: bool = False) -> WatchStep:
@@ -165,8 +170,10 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
             step = watch.observe(job)
         if quiet and not step.finished and not step.warning:
             self.log.debug("%s", step.message)
+            if step.progress:
+                self.log.info("%s", redact_text(step.progress))
         else:
-            step.log_to(self.log)
+            step.log_to(self.log, redact_text)
         return step
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
@@ -177,7 +184,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> None:
         if event.get("status") != "success":
-            raise AirflowException(str(event.get("message")))
+            raise AirflowException(redact_text(str(event.get("message"))))
         self.log.info("%s", event.get("message"))
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from airflow_provider_slurmapi.slurm.errors import MalformedRecordError
+from airflow_provider_slurmapi.slurm.job_output import read_extra
 from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo, is_job_state_shape, parse_job_state
 from airflow_provider_slurmapi.slurm.values import as_int, clean_text, preview
 
@@ -61,6 +62,11 @@ def _text(value: Any) -> str | None:
         raise _BadShape(value, "a string")
     text = clean_text(str(value) if isinstance(value, str) else preview(value)).strip()
     return text or None
+
+
+def _extra_text(value: Any) -> str | None:
+    """``extra``: what a job wrote into its own record. Only read for the log: an odd shape reads as nothing."""
+    return _text(value) if isinstance(value, str) else None
 
 
 class _BadShape(Exception):
@@ -231,6 +237,8 @@ class SlurmJob:
     stdout: str | None = None
     stderr: str | None = None
     comment: str | None = None
+    # What the job wrote into its own record: its last output (wrapped scripts) or a progress message.
+    extra: str | None = None
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
@@ -268,6 +276,7 @@ class SlurmJob:
             stdout=fields.read("standard_output", _text),
             stderr=fields.read("standard_error", _text),
             comment=fields.read("comment", _text),
+            extra=fields.read("extra", _extra_text),
         )
 
     @classmethod
@@ -322,6 +331,7 @@ class SlurmJob:
             stdout=fields.read("stdout_expanded", _text) or fields.read("stdout", _text),
             stderr=fields.read("stderr_expanded", _text) or fields.read("stderr", _text),
             comment=_read(comment, comment_field, _text),
+            extra=fields.read("extra", _extra_text),
             **time_fields,
         )
 
@@ -355,8 +365,30 @@ class SlurmJob:
             text += f" ({self.reason})"
         return text
 
-    def failure_message(self) -> str:
-        """Why the job did not succeed, with Slurm's own words."""
+    @property
+    def reported_output(self) -> str | None:
+        """The last lines of output a wrapped script reported at its end; ``None`` if none was reported."""
+        return read_extra(self.extra).output
+
+    @property
+    def progress(self) -> str | None:
+        """The job's latest progress message (``slurm_progress`` or ``scontrol update ... Extra=``)."""
+        return read_extra(self.extra).progress
+
+    def output_report(self, *, expected: bool = False) -> str | None:
+        """``Last output of job N:`` and its lines; with ``expected``, say so when the job reported none."""
+        output = self.reported_output
+        if output is not None:
+            return f"Last output of job {self.job_id}:\n{output}" if output else f"Job {self.job_id} wrote no output."
+        if expected:
+            return (
+                f"No output was reported by job {self.job_id} (the job never ran, or scontrol is missing on "
+                "its node or its update failed)."
+            )
+        return None
+
+    def failure_message(self, *, output_expected: bool = False) -> str:
+        """Why the job did not succeed, with Slurm's own words, and its last output if it reported it."""
         head = f"Slurm job {self.job_id}" + (f" ({self.name})" if self.name else "")
         parts = [f"{head} ended {self.state_info}"]
         if self.reason:
@@ -365,6 +397,9 @@ class SlurmJob:
         message = ", ".join(parts)
         if self.stderr or self.stdout:
             message += f". Output: {self.stderr or self.stdout}"
+        report = self.output_report(expected=output_expected)
+        if report:
+            message += f"\n{report}"
         return message
 
     def to_dict(self) -> dict[str, Any]:
@@ -392,6 +427,7 @@ class SlurmJob:
             "stdout": self.stdout,
             "stderr": self.stderr,
             "comment": self.comment,
+            "extra": self.extra,
             "source": self.source,
         }
 
@@ -460,6 +496,7 @@ class SlurmJob:
             stdout=text("stdout"),
             stderr=text("stderr"),
             comment=text("comment"),
+            extra=text("extra"),
         )
 
 

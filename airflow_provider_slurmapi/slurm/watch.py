@@ -51,11 +51,17 @@ class WatchStep:
     message: str | None
     finished: bool
     warning: bool = False
+    progress: str | None = None  # a new progress message of the job, already worded for the log
 
-    def log_to(self, logger: StepLogger) -> None:
-        """Log the step's message, if any, at its level."""
+    def log_to(self, logger: StepLogger, redact: Callable[[str], str] = str) -> None:
+        """Log the step's message, if any, at its level, then the job's new progress message.
+
+        ``redact`` masks secrets in what the job itself wrote (its progress message).
+        """
         if self.message:
             (logger.warning if self.warning else logger.info)("%s", self.message)
+        if self.progress:
+            logger.info("%s", redact(self.progress))
 
 
 class JobWatch:
@@ -69,6 +75,7 @@ class JobWatch:
         outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
         outage_warning_interval: float = OUTAGE_WARNING_INTERVAL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        log_progress: bool = True,
     ) -> None:
         self.job_id = job_id
         self.missing_grace_seconds = missing_grace_seconds
@@ -81,6 +88,8 @@ class JobWatch:
         # When the API last answered (or the watch began): an outage is counted from there.
         self._answered_at: float = clock()
         self._outage_warned_at: float | None = None
+        self.log_progress = log_progress
+        self._last_progress: str | None = None
 
     @property
     def last(self) -> SlurmJob | None:
@@ -116,7 +125,17 @@ class JobWatch:
             self._logged_paths = True
             message += f"; stdout: {job.stdout or '-'}, stderr: {job.stderr or job.stdout or '-'}"
         self._last = job
-        return WatchStep(job=job, message=_join(recovered, message), finished=job.is_finished)
+        return WatchStep(
+            job=job, message=_join(recovered, message), finished=job.is_finished, progress=self._new_progress(job)
+        )
+
+    def _new_progress(self, job: SlurmJob) -> str | None:
+        """Each new progress message once: ``Slurm job 4242: epoch 3/10 loss=0.12``."""
+        progress = job.progress if self.log_progress else None
+        if not progress or progress == self._last_progress:
+            return None
+        self._last_progress = progress
+        return f"Slurm job {job.job_id}: {progress}"
 
     def observe_error(self, error: BaseException) -> WatchStep:
         """Record a poll that got no usable answer.
@@ -166,6 +185,7 @@ class JobWatch:
             "unanswered_for": now - self._answered_at,
             "outage_warned_for": None if self._outage_warned_at is None else now - self._outage_warned_at,
             "logged_paths": self._logged_paths,
+            "last_progress": self._last_progress,
         }
 
     @classmethod
@@ -177,6 +197,7 @@ class JobWatch:
         missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
         outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        log_progress: bool = True,
     ) -> JobWatch:
         """A watch that goes on from ``saved``; a fresh one if ``saved`` is missing, of another job or unreadable."""
 
@@ -186,6 +207,7 @@ class JobWatch:
                 missing_grace_seconds=missing_grace_seconds,
                 outage_tolerance_seconds=outage_tolerance_seconds,
                 clock=clock,
+                log_progress=log_progress,
             )
 
         watch = fresh()
@@ -206,6 +228,8 @@ class JobWatch:
             watch._answered_at = now if answered_at is None else answered_at
             watch._outage_warned_at = instant("outage_warned_for")
             watch._logged_paths = bool(saved.get("logged_paths"))
+            last_progress = saved.get("last_progress")
+            watch._last_progress = last_progress if isinstance(last_progress, str) else None
         except (KeyError, TypeError, ValueError, SlurmApiError):
             return fresh()
         return watch

@@ -10,6 +10,9 @@ same cluster through the same connection subscribes to one :class:`ClusterPoller
   or the cluster predates ``jobs/state``;
 - fetches a job's details (``/job/{id}``, a bounded batch at a time) only when its state changed, and
   ``/slurmdb`` only for jobs missing from the live answer;
+- reads the progress messages (the ``extra`` field) only of running jobs whose trigger asked for them,
+  at most ``MAX_PROGRESS_READS`` of them a round, the least recently read first, so a round never
+  costs more than that many extra calls however many jobs report progress;
 - holds one :class:`~airflow_provider_slurmapi.hooks.slurm.SlurmApiAsyncHook`: one HTTP session, one
   credential refreshed once before it expires;
 - cancels jobs of killed tasks through that same session and token, concurrently, in tasks it owns,
@@ -23,13 +26,13 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_slurmapi.slurm.errors import InvalidArgumentError, SlurmApiError, SlurmError
 from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.states import JobStateInfo
+from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo
 
 if TYPE_CHECKING:
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook
@@ -41,6 +44,9 @@ log = logging.getLogger(__name__)
 MAX_IDS_PER_CALL = 10_000
 # Per-job calls (details of a few changed jobs, history of jobs gone from the queue) run this many at once.
 MAX_CONCURRENT_CALLS = 8
+# Progress reads a round at the most, whatever the number of jobs reporting progress: with more jobs,
+# each one's progress is read every few rounds, the least recently read first.
+MAX_PROGRESS_READS = 8
 # Cancels of killed tasks run this many at once (a hundred tasks marked failed together).
 MAX_CONCURRENT_CANCELS = 32
 # How long a cancel may take, retries included, before it is logged as not confirmed.
@@ -77,12 +83,16 @@ class Subscription:
 
     ``seen`` is the job as the trigger's operator last saw it: the poller reads the job's details
     only once its state differs from that, so N new triggers cost no call beyond the state poll.
+    ``progress``: the trigger logs the job's progress messages, so its details are read while it runs.
     """
 
-    def __init__(self, job_id: int, poll_interval: float, seen: SlurmJob | None = None) -> None:
+    def __init__(
+        self, job_id: int, poll_interval: float, seen: SlurmJob | None = None, *, progress: bool = False
+    ) -> None:
         self.job_id = job_id
         self.poll_interval = poll_interval
         self.seen = seen
+        self.progress = progress
         self._event = asyncio.Event()
         self._job: SlurmJob | None = None
         self._error: BaseException | None = None
@@ -119,6 +129,8 @@ class ClusterPoller:
         self._cancels: set[asyncio.Task[CancelOutcome | None]] = set()
         self._cancel_limit = asyncio.Semaphore(MAX_CONCURRENT_CANCELS)
         self.polls = 0
+        self.progress_reads = 0
+        self._progress_read_in: dict[int, int] = {}  # job id -> the round its progress was last read in
 
     @property
     def job_ids(self) -> list[int]:
@@ -139,6 +151,7 @@ class ClusterPoller:
             if not subs:
                 del self._subscriptions[subscription.job_id]
                 self._known.pop(subscription.job_id, None)
+                self._progress_read_in.pop(subscription.job_id, None)
         return self.idle
 
     @property
@@ -215,6 +228,7 @@ class ClusterPoller:
         live = await self._live_states(ids)
         changed = [j for j, state in live.items() if isinstance(state, JobStateInfo) and self._needs_details(j, state)]
         details = await self._details(changed)
+        details.update(await self._progress(live, details))
         missing = [j for j in ids if j not in live]
         history = await self._gather(self.hook.get_history_job, missing)
         for job_id in ids:
@@ -240,6 +254,29 @@ class ClusterPoller:
                 self._known[job_id] = job
             for sub in list(subscribers):
                 sub.publish(job)
+
+    async def _progress(
+        self, live: dict[int, JobStateInfo | SlurmJob], fetched: Mapping[int, object]
+    ) -> dict[int, SlurmJob]:
+        """Fresh records (with ``extra``) of running jobs whose triggers log progress: at most
+        ``MAX_PROGRESS_READS`` a round, those read least recently first."""
+        wanted = [
+            job_id
+            for job_id, state in live.items()
+            if isinstance(state, JobStateInfo)
+            and state.state is JobState.RUNNING
+            and job_id not in fetched
+            and any(sub.progress for sub in self._subscriptions.get(job_id, ()))
+        ]
+        if not wanted:
+            return {}
+        wanted = sorted(wanted, key=lambda job_id: self._progress_read_in.get(job_id, -1))[:MAX_PROGRESS_READS]
+        for job_id in wanted:
+            self._progress_read_in[job_id] = self.polls
+        self.progress_reads += 1
+        # Progress is only for the log: a job that left the queue between the two calls, or whose read
+        # failed, is read again next round; it is neither reported missing nor failed for it.
+        return {job_id: job for job_id, job in (await self._details(wanted)).items() if isinstance(job, SlurmJob)}
 
     def _needs_details(self, job_id: int, state: JobStateInfo) -> bool:
         """Details on a change of state from what is known (the subscriber's ``seen`` at first), and
@@ -342,12 +379,15 @@ async def cancel_job(key: PollerKey, job_id: int, logger: Any = log) -> CancelOu
 
 @contextlib.asynccontextmanager
 async def subscribe(
-    key: PollerKey, job_id: int, poll_interval: float, seen: SlurmJob | None = None
+    key: PollerKey, job_id: int, poll_interval: float, seen: SlurmJob | None = None, *, progress: bool = False
 ) -> AsyncIterator[Subscription]:
-    """Watch ``job_id`` through the shared poller of ``key``; leaving the block unsubscribes."""
+    """Watch ``job_id`` through the shared poller of ``key``; leaving the block unsubscribes.
+
+    ``progress``: also read the job's progress messages while it runs (bounded detail reads a round).
+    """
     pollers = pollers_of_this_loop()
     poller = _poller_for(key)
-    subscription = Subscription(job_id, poll_interval, seen)
+    subscription = Subscription(job_id, poll_interval, seen, progress=progress)
     poller.add(subscription)
     try:
         yield subscription

@@ -22,7 +22,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
+from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS, redact_text
 from airflow_provider_slurmapi.slurm.cluster import check_cluster_args, check_job_id
 from airflow_provider_slurmapi.slurm.errors import SlurmApiError
 from airflow_provider_slurmapi.slurm.job import SlurmJob
@@ -54,6 +54,8 @@ class SlurmJobTrigger(BaseTrigger):
         (with ``cancel_on_kill``) and fires a ``timeout`` event. ``None``: no deadline.
     :param last_seen: the job as the operator last saw it (``SlurmJob.to_dict``): the trigger's first
         line is the change from there, not a bare state.
+    :param log_progress: log each new progress message of the job; the cluster's poller then reads the
+        details of this running job too (batched, a bounded number of calls per interval).
     """
 
     def __init__(
@@ -72,6 +74,7 @@ class SlurmJobTrigger(BaseTrigger):
         outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
         deadline: float | None = None,
         last_seen: Mapping[str, Any] | None = None,
+        log_progress: bool = False,
     ) -> None:
         super().__init__()
         if not region or not cluster_id:
@@ -94,6 +97,7 @@ class SlurmJobTrigger(BaseTrigger):
         self.outage_tolerance_seconds = float(outage_tolerance_seconds)
         self.deadline = None if deadline is None else float(deadline)
         self.last_seen = dict(last_seen) if last_seen else None
+        self.log_progress = bool(log_progress)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -113,6 +117,7 @@ class SlurmJobTrigger(BaseTrigger):
                 "outage_tolerance_seconds": self.outage_tolerance_seconds,
                 "deadline": self.deadline,
                 "last_seen": self.last_seen,
+                "log_progress": self.log_progress,
             },
         )
 
@@ -150,11 +155,14 @@ class SlurmJobTrigger(BaseTrigger):
             self.job_id,
             missing_grace_seconds=self.missing_grace_seconds,
             outage_tolerance_seconds=self.outage_tolerance_seconds,
+            log_progress=self.log_progress,
         )
         seen = SlurmJob.from_dict(self.last_seen) if self.last_seen else None
         if seen is not None:  # the operator logged this state already: the first line is the change from it
             watch.observe(seen)
-        async with subscribe(self.poller_key, self.job_id, self.poll_interval, seen) as subscription:
+        async with subscribe(
+            self.poller_key, self.job_id, self.poll_interval, seen, progress=self.log_progress
+        ) as subscription:
             while True:
                 try:
                     try:
@@ -167,7 +175,7 @@ class SlurmJobTrigger(BaseTrigger):
                         step = watch.observe(job)
                 except SlurmApiError as exc:
                     return TriggerEvent({"status": "error", "job_id": self.job_id, "message": str(exc)})
-                step.log_to(self.log)
+                step.log_to(self.log, redact_text)
                 if step.finished and step.job is not None:
                     job = step.job
                     return TriggerEvent(

@@ -1,0 +1,107 @@
+"""DAGs for seeing inside a job: its last output on failure and its progress lines in the task log.
+
+The cluster and the wait mode come from the environment at parse time (``SLURMAPI_*``), so the same
+DAGs run against the emulator and, through the gateway, against real Slurm. Progress messages are
+spaced 4 s apart while the tests poll every second, so every message is seen by several polls.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
+from airflow_provider_slurmapi.operators.slurm import SlurmSubmitJobOperator
+
+if AIRFLOW_V_3_0_PLUS:
+    from airflow.sdk import DAG
+else:  # pragma: no cover
+    from airflow import DAG
+
+CLUSTER = {
+    "project_id": os.environ.get("SLURMAPI_PROJECT") or None,
+    "region": os.environ.get("SLURMAPI_REGION", "us-central1"),
+    "cluster_id": os.environ.get("SLURMAPI_CLUSTER_ID", "demo-cluster"),
+    "api_version": os.environ.get("SLURMAPI_API_VERSION", "v0.0.42"),
+}
+PARTITION = os.environ.get("SLURMAPI_PARTITION", "debug")
+WORKDIR = os.environ.get("SLURMAPI_WORKDIR", "/tmp")
+DEFERRABLE = os.environ.get("SLURMAPI_DEFERRABLE", "true").lower() != "false"
+POLL = float(os.environ.get("SLURMAPI_POLL_INTERVAL", "1"))
+SECRET = "hunter2-not-for-logs"
+
+
+def _mask_secret(context: Any) -> None:
+    if AIRFLOW_V_3_0_PLUS:
+        from airflow.sdk.log import mask_secret
+    else:  # pragma: no cover - Airflow 2.11
+        from airflow.utils.log.secrets_masker import mask_secret
+
+    mask_secret(SECRET)
+
+
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "bash_fails": {
+        "script": "#!/bin/bash\necho 'step 1 ok'\necho 'loading data' >&2\necho 'ValueError: bad shard 7' >&2\nexit 2\n"
+    },
+    "python_fails": {
+        "script": (
+            "#!/usr/bin/env python3\nimport sys\nprint('python starting', flush=True)\n"
+            "print('RuntimeError: CUDA out of memory (python)', file=sys.stderr)\nsys.exit(4)\n"
+        )
+    },
+    "progress": {
+        "script": (
+            '#!/bin/bash\nfor epoch in 1 2 3; do\n  slurm_progress "epoch $epoch/3 loss=0.$((6 - epoch))"\n'
+            "  sleep 4\ndone\necho trained\n"
+        )
+    },
+    "python_progress": {
+        "script": (
+            "#!/usr/bin/env python3\nimport os, subprocess, time\nfor step in (1, 2):\n"
+            "    subprocess.run(['scontrol', 'update', f\"JobId={os.environ['SLURM_JOB_ID']}\", "
+            "f'Extra=python step {step}/2'])\n    time.sleep(4)\n"
+        )
+    },
+    "long_output": {"script": '#!/bin/bash\nfor i in $(seq 1 400); do echo "output line $i" >&2; done\nexit 1\n'},
+    "sbatch": {"script": "#!/bin/bash\n#SBATCH --comment=from-sbatch\n#SBATCH --time=3\necho sbatch job >&2\nexit 5\n"},
+    "sbatch_untouched": {
+        "script": "#!/bin/bash\n#SBATCH --comment=from-sbatch\n#SBATCH --time=3\necho sbatch job >&2\nexit 5\n",
+        "report_output": False,
+    },
+    "untouched": {
+        "script": '#!/bin/bash\ncat "$0" > "script-copy-$SLURM_JOB_ID"\necho \'not reported\' >&2\nexit 1',
+        "report_output": False,
+    },
+    "secret": {"script": f"#!/bin/bash\necho 'token={SECRET}' >&2\nexit 1\n", "pre_execute": _mask_secret},
+}
+
+DAGS: dict[str, Any] = {}
+for _name, _scenario in SCENARIOS.items():
+    with DAG(
+        dag_id=f"slurm_output_{_name}",
+        start_date=datetime(2026, 1, 1),
+        schedule=None,
+        catchup=False,
+        tags=["slurm", "test"],
+    ) as _dag:
+        _extra = {"pre_execute": _scenario["pre_execute"]} if "pre_execute" in _scenario else {}
+        SlurmSubmitJobOperator(
+            task_id="job",
+            job={
+                "name": f"output-{_name}",
+                "partition": PARTITION,
+                "current_working_directory": WORKDIR,
+                "environment": ["PATH=/usr/local/bin:/usr/bin:/bin"],
+                "time_limit": 30,
+            },
+            script=_scenario["script"],
+            report_output=_scenario.get("report_output", True),
+            deferrable=DEFERRABLE,
+            poll_interval=POLL,
+            execution_timeout=timedelta(minutes=10),
+            **_extra,
+            **CLUSTER,
+        )
+    DAGS[_name] = _dag
