@@ -6,14 +6,16 @@ libraries, aiohttp) is only imported when a task runs.
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from airflow_provider_slurmapi._compat import conf
+from airflow_provider_slurmapi._compat import AirflowFailException, conf
 from airflow_provider_slurmapi.slurm.cluster import check_cluster_args, check_job_id
+from airflow_provider_slurmapi.slurm.errors import is_permanent
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION, check_api_version
 
 if TYPE_CHECKING:
@@ -27,6 +29,32 @@ TRIGGER_TIMEOUT_ERROR = "Trigger timeout"
 # Airflow's own deferral timeout fires this long after the trigger's deadline: the trigger cancels the
 # job and reports the timeout itself; Airflow's timeout is the backstop if the trigger cannot.
 DEADLINE_BACKSTOP_SECONDS = 60.0
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def fails_fast(method: _Method) -> _Method:
+    """Turn an error no retry can fix (:func:`~airflow_provider_slurmapi.slurm.errors.is_permanent`:
+    a bad spec, a request of 1 MB or more, a missing script file, a partition, account, QoS or TRES
+    Slurm refuses, permission denied, an unknown cluster) into ``AirflowFailException``, so the task
+    fails without spending its retries. Every other error is raised unchanged and retried as usual."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except Exception as exc:
+            if is_permanent(exc):
+                raise AirflowFailException(permanent_message(str(exc))) from exc
+            raise
+
+    return wrapper  # type: ignore[return-value]
+
+
+def permanent_message(message: str) -> str:
+    """The message of a task failed for good: the error, and why its retries were not used."""
+    return f"{message} (Not retried: no retry can fix this.)"
+
 
 CLUSTER_TEMPLATE_FIELDS: tuple[str, ...] = ("region", "cluster_id", "project_id", "gcp_conn_id", "impersonation_chain")
 

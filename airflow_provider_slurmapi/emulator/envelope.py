@@ -70,6 +70,8 @@ class SlurmCall:
             return "jobs-state"
         if base.rstrip("/").endswith("/jobs"):
             return "jobs"
+        if base.rstrip("/").endswith("/partitions"):
+            return "partitions"
         if _JOB_PATH.match(base):
             return "job-delete" if self.method == "DELETE" else "job-get"
         return "other"

@@ -11,7 +11,7 @@ import math
 import re
 from dataclasses import dataclass
 
-MATCHES = ("submit", "job-get", "job-delete", "jobs", "jobs-state", "slurmdb", "any")
+MATCHES = ("submit", "job-get", "job-delete", "jobs", "jobs-state", "partitions", "slurmdb", "any")
 SIMPLE_KINDS = (
     "unavailable",
     "429",
@@ -31,7 +31,7 @@ _SPEC_RE = re.compile(r"^(?P<kind>[a-z0-9-]+(?:=[0-9.]+)?)(?:@(?P<match>[a-z-]+)
 
 GRAMMAR_HELP = """\
 fault SPEC = KIND[@MATCH][*COUNT]   (COUNT default 1, "inf" = every matching call)
-  MATCH: submit | job-get | job-delete | jobs | jobs-state | slurmdb | any (default)
+  MATCH: submit | job-get | job-delete | jobs | jobs-state | partitions | slurmdb | any (default)
   KIND (the Slurm action is NOT done unless marked "done"):
     unavailable          503 UNAVAILABLE envelope error
     429                  429 RESOURCE_EXHAUSTED envelope error

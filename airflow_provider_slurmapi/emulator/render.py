@@ -428,6 +428,51 @@ def history_job(job: Job, version: str, cluster: str, as_of: float) -> JsonDict:
     return rec
 
 
+def partition_record(name: str, *, cpus: int, gpus: int) -> JsonDict:
+    """One element of GET /slurm/{v}/partitions/, shaped as a real 24.11 answer (fixture 05)."""
+    unset_num = unset()
+    infinite = num(0, is_set=False, infinite=True)
+    configured = f"cpu={cpus},mem={NODE_MEMORY_MB}M,node=1,billing={cpus}" + (f",gres/gpu={gpus}" if gpus else "")
+    return {
+        "nodes": {"allowed_allocation": "", "configured": NODE_NAME, "total": 1},
+        "accounts": {"allowed": "", "deny": ""},
+        "groups": {"allowed": ""},
+        "qos": {"allowed": "", "deny": "", "assigned": ""},
+        "alternate": "",
+        "tres": {"billing_weights": "", "configured": configured},
+        "cluster": "",
+        "select_type": [],
+        "cpus": {"task_binding": 0, "total": cpus},
+        "defaults": {
+            "memory_per_cpu": 0,
+            "partition_memory_per_cpu": dict(unset_num),
+            "partition_memory_per_node": num(0),
+            "time": dict(unset_num),
+            "job": "",
+        },
+        "grace_time": 0,
+        "maximums": {
+            "cpus_per_node": dict(infinite),
+            "cpus_per_socket": dict(infinite),
+            "memory_per_cpu": 0,
+            "partition_memory_per_cpu": dict(unset_num),
+            "partition_memory_per_node": num(0),
+            "nodes": dict(infinite),
+            "shares": 1,
+            "oversubscribe": {"jobs": 1, "flags": []},
+            "time": dict(infinite),
+            "over_time_limit": dict(unset_num),
+        },
+        "minimums": {"nodes": 0},
+        "name": name,
+        "node_sets": "ALL",
+        "priority": {"job_factor": 1, "tier": 1},
+        "timeouts": {"resume": dict(unset_num), "suspend": dict(unset_num)},
+        "partition": {"state": ["UP"]},  # real 24.11 shows no DEFAULT flag here, even for the default
+        "suspend_time": dict(unset_num),
+    }
+
+
 def state_entry_json(job: Job) -> str:
     """One element of /jobs/state/: job id as a string and the state list."""
     return f'{{"job_id":"{job.job_id}","state":{dumps(job.job_state)}}}'

@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 from .jobdesc import SubmitRejected, parse_submit
 from .model import Cluster, Job
-from .render import history_job, history_visible, live_job_json, state_entry_json
+from .render import history_job, history_visible, live_job_json, partition_record, state_entry_json
 from .slurm_json import (
     BASE_STATES,
     NOT_FOUND_TEXT,
@@ -200,6 +200,8 @@ class SlurmModelApi:
             return self._ping(version)
         if rest in ("/job/submit", "/job/submit/") and method == "POST":
             return self._submit(version, body)
+        if rest in ("/partitions", "/partitions/") and method == "GET":
+            return self._partitions(version)
         if rest in ("/jobs", "/jobs/") and method == "GET":
             return self._jobs(version, params)
         if rest in ("/jobs/state", "/jobs/state/") and method == "GET":
@@ -255,6 +257,20 @@ class SlurmModelApi:
         if version in ("v0.0.40", "v0.0.41"):
             del ping["responding"], ping["primary"]
         body = {"pings": [ping], "meta": self._meta_obj(version, False), "errors": [], "warnings": []}
+        return SlurmResponse(200, dumps(body))
+
+    def _partitions(self, version: str) -> SlurmResponse:
+        cluster = self.cluster
+        records = [
+            partition_record(name, cpus=cluster.total_cpus, gpus=cluster.total_gpus) for name in cluster.partitions
+        ]
+        body = {
+            "partitions": records,
+            "last_update": num(int(cluster.last_update)),
+            "meta": self._meta_obj(version, False),
+            "errors": [],
+            "warnings": [],
+        }
         return SlurmResponse(200, dumps(body))
 
     def _submit(self, version: str, body: Any) -> SlurmResponse:

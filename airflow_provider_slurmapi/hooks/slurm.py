@@ -40,6 +40,7 @@ from airflow_provider_slurmapi.slurm.errors import (
     SignalOutcomeUnknownError,
     SlurmApiError,
     SubmitOutcomeUnknownError,
+    SubmitRejectedError,
     UnauthenticatedError,
 )
 from airflow_provider_slurmapi.slurm.job import SlurmJob
@@ -54,6 +55,7 @@ from airflow_provider_slurmapi.slurm.results import (
     read_jobs,
     read_jobs_by_id,
     read_live_job,
+    read_partition_names,
     read_submit,
 )
 from airflow_provider_slurmapi.slurm.retry import DEFAULT_RETRY_SECONDS, is_transient, retry_kwargs
@@ -250,7 +252,24 @@ class SlurmApiHook(GoogleBaseHook):
         prepared = prepare_submission(job, script, tag=tag or _one_off_tag(), comment=comment)
         for note in prepared.notes:
             self.log.info("%s", note)
-        return self._submit_prepared(prepared, earlier_job_id=earlier_job_id)
+        try:
+            return self._submit_prepared(prepared, earlier_job_id=earlier_job_id)
+        except SubmitRejectedError as exc:
+            if exc.kind == "partition":
+                exc.name_partitions(self._partition_names_for_message())
+            raise
+
+    def list_partitions(self) -> list[str]:
+        """The names of the cluster's partitions (``GET /slurm/{v}/partitions/``)."""
+        return read_partition_names(self.call("GET", self.paths.partitions()))
+
+    def _partition_names_for_message(self) -> list[str]:
+        """The partitions, to name them in an error; never fails (the error being reported matters more)."""
+        try:
+            return read_partition_names(self.call("GET", self.paths.partitions(), retry=False))
+        except Exception as exc:
+            self.log.warning("Could not list the cluster's partitions: %s", exc)
+            return []
 
     def _submit_prepared(self, prepared: PreparedSubmission, *, earlier_job_id: int | None = None) -> SubmitResult:
         """Send the submit once; on a lost answer, look for the job until the settle window is over first.

@@ -18,7 +18,9 @@ from airflow_provider_slurmapi.cluster_args import (
     SlurmClusterMixin,
     default_deferrable,
     deferral_deadline,
+    fails_fast,
     parse_job_id,
+    permanent_message,
 )
 from airflow_provider_slurmapi.slurm.errors import (
     ConfigurationError,
@@ -170,6 +172,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
                 self.script = read_script_file(self.get_template_env(), self.script)
         super().resolve_template_files()
 
+    @fails_fast
     def _do_render_template_fields(
         self,
         parent: Any,
@@ -188,6 +191,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
 
     # -- submit or reattach -----------------------------------------------------------------------
+    @fails_fast
     def execute(self, context: Context) -> int:
         self.check_cluster_args()
         ti = context["ti"]
@@ -328,11 +332,15 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         step.log_to(self.log, redact_text)
         return step
 
+    @fails_fast
     def execute_complete(self, context: Context, event: dict[str, Any]) -> int:
         """Resume after the trigger fired: succeed on COMPLETED, else fail with Slurm's reason."""
         self.job_id = int(event["job_id"])
         if event.get("status") == "error":
-            raise AirflowException(f"Watching Slurm job {self.job_id} failed: {event.get('message')}")
+            message = f"Watching Slurm job {self.job_id} failed: {event.get('message')}"
+            if event.get("permanent"):
+                raise AirflowFailException(permanent_message(message))
+            raise AirflowException(message)
         if event.get("status") == "timeout":  # the trigger has cancelled the job (with cancel_on_kill)
             self._job_over = True
             raise AirflowException(str(event.get("message")))
@@ -419,6 +427,7 @@ class SlurmCancelJobOperator(SlurmClusterMixin, BaseOperator):
         self.termination_timeout = termination_timeout
         self.poll_interval = poll_interval
 
+    @fails_fast
     def execute(self, context: Context) -> dict[str, Any]:
         self.check_cluster_args()
         job_id = parse_job_id(self.job_id)
@@ -476,6 +485,7 @@ class SlurmGetJobOperator(SlurmClusterMixin, BaseOperator):
         )
         self.job_id = job_id
 
+    @fails_fast
     def execute(self, context: Context) -> dict[str, Any]:
         self.check_cluster_args()
         job_id = parse_job_id(self.job_id)
@@ -534,6 +544,7 @@ class SlurmListJobsOperator(SlurmClusterMixin, BaseOperator):
         self.states = states
         self.name = name
 
+    @fails_fast
     def execute(self, context: Context) -> list[dict[str, Any]]:
         self.check_cluster_args()
         jobs = self.hook.list_jobs(history=self.history, **self.filters)

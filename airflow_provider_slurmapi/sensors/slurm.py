@@ -17,13 +17,15 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_slurmapi._compat import AirflowException, BaseSensorOperator, redact_text
+from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException, BaseSensorOperator, redact_text
 from airflow_provider_slurmapi.cluster_args import (
     CLUSTER_TEMPLATE_FIELDS,
     SlurmClusterMixin,
     default_deferrable,
     deferral_deadline,
+    fails_fast,
     parse_job_id,
+    permanent_message,
 )
 from airflow_provider_slurmapi.slurm.errors import SlurmApiError
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
@@ -93,6 +95,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         self.log_progress = log_progress
         self._watch: JobWatch | None = None
 
+    @fails_fast
     def execute(self, context: Context) -> Any:
         self.check_cluster_args()
         parse_job_id(self.job_id)
@@ -182,7 +185,10 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
             self.cancel_after_deferral_timeout(next_method, next_kwargs, parse_job_id(self.job_id))
         return super().resume_execution(next_method, next_kwargs, context)
 
+    @fails_fast
     def execute_complete(self, context: Context, event: dict[str, Any]) -> None:
+        if event.get("status") == "error" and event.get("permanent"):
+            raise AirflowFailException(permanent_message(redact_text(str(event.get("message")))))
         if event.get("status") != "success":
             raise AirflowException(redact_text(str(event.get("message"))))
         self.log.info("%s", event.get("message"))

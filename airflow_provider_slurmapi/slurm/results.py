@@ -21,11 +21,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
-from airflow_provider_slurmapi.slurm.errors import MalformedRecordError, MalformedResponseError, SlurmError
+from airflow_provider_slurmapi.slurm.errors import (
+    MalformedRecordError,
+    MalformedResponseError,
+    SlurmError,
+    refused_submit,
+)
 from airflow_provider_slurmapi.slurm.job import SlurmJob, record_job_id
 from airflow_provider_slurmapi.slurm.spec import carries_tag
 from airflow_provider_slurmapi.slurm.states import JobStateInfo, is_job_state_shape, parse_job_state
-from airflow_provider_slurmapi.slurm.values import as_int, preview
+from airflow_provider_slurmapi.slurm.values import as_int, clean_text, preview
 
 log = logging.getLogger(__name__)
 
@@ -49,16 +54,11 @@ class CancelOutcome(enum.StrEnum):
 
 
 def read_submit(response: SlurmResponse) -> SubmitResult:
+    """The job id of a ``job/submit`` answer; a refusal no retry can fix is a :class:`SubmitRejectedError`."""
     try:
         response.raise_for_errors()
     except SlurmError as exc:
-        if ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE in exc.error_numbers:
-            exc.args = (
-                f"{exc.args[0]}. The cluster has no node that fits the request (nodes, GPUs via "
-                "tres_per_node, CPUs, memory): lower it or pick another partition. Slurm may list the "
-                "refused job as FAILED (BadConstraints); it will not run.",
-            )
-        raise
+        raise refused_submit(exc) from None
     job_id = record_job_id(response.body)
     if job_id is None:
         raise MalformedResponseError(
@@ -66,6 +66,23 @@ def read_submit(response: SlurmResponse) -> SubmitResult:
             "the job may exist: look for it with the list operator before submitting again."
         )
     return SubmitResult(job_id=job_id, warnings=response.warning_messages())
+
+
+def read_partition_names(response: SlurmResponse) -> list[str]:
+    """The partition names of ``GET /slurm/{v}/partitions/``; entries of an odd shape are left out."""
+    response.raise_for_errors()
+    partitions = _body(response).get("partitions")
+    if not isinstance(partitions, list):
+        raise MalformedResponseError(
+            f"Slurm's answer to {response.method} {response.path} has partitions={preview(partitions)}, "
+            "expected a list."
+        )
+    names: list[str] = []
+    for item in partitions[:1000]:
+        name = item.get("name") if isinstance(item, Mapping) else None
+        if isinstance(name, str) and name.strip() and len(name) <= 200:
+            names.append(clean_text(name.strip()))
+    return names
 
 
 def read_live_job(response: SlurmResponse) -> SlurmJob | None:

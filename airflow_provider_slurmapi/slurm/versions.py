@@ -64,6 +64,9 @@ class SlurmPaths:
     def ping(self) -> str:
         return f"/slurm/{self.version}/ping"
 
+    def partitions(self) -> str:
+        return f"/slurm/{self.version}/partitions/"
+
     def submit(self) -> str:
         return f"/slurm/{self.version}/job/submit"
 

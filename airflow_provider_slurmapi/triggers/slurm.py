@@ -24,7 +24,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS, redact_text
 from airflow_provider_slurmapi.slurm.cluster import check_cluster_args, check_job_id
-from airflow_provider_slurmapi.slurm.errors import SlurmApiError
+from airflow_provider_slurmapi.slurm.errors import SlurmApiError, is_permanent
 from airflow_provider_slurmapi.slurm.job import SlurmJob
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
 from airflow_provider_slurmapi.slurm.watch import (
@@ -174,7 +174,9 @@ class SlurmJobTrigger(BaseTrigger):
                     else:
                         step = watch.observe(job)
                 except SlurmApiError as exc:
-                    return TriggerEvent({"status": "error", "job_id": self.job_id, "message": str(exc)})
+                    return TriggerEvent(
+                        {"status": "error", "job_id": self.job_id, "message": str(exc), "permanent": is_permanent(exc)}
+                    )
                 step.log_to(self.log, redact_text)
                 if step.finished and step.job is not None:
                     job = step.job
