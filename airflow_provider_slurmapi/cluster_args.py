@@ -56,6 +56,9 @@ def permanent_message(message: str) -> str:
     return f"{message} (Not retried: no retry can fix this.)"
 
 
+# How long a finished job's accounting record is waited for (slurmdbd records jobs a little after they end).
+DEFAULT_ACCOUNTING_WAIT_SECONDS = 30.0
+
 CLUSTER_TEMPLATE_FIELDS: tuple[str, ...] = ("region", "cluster_id", "project_id", "gcp_conn_id", "impersonation_chain")
 
 
@@ -99,6 +102,22 @@ class SlurmClusterMixin:
         check_cluster_args(
             region=self.region, cluster_id=self.cluster_id, project_id=self.project_id, api_endpoint=self.api_endpoint
         )
+
+    def report_accounting(self, job_id: int, wait_seconds: float | None) -> dict[str, Any] | None:
+        """Log the job's accounting summary in one line and return it for XCom (``None``: not asked for).
+
+        Never fails the task: no record in time, an error, or an odd record only make the line say so.
+        """
+        if wait_seconds is None:
+            return None
+        from airflow_provider_slurmapi.slurm.accounting import not_recorded
+
+        try:
+            line, value = self.hook.wait_for_accounting(job_id, max(0.0, float(wait_seconds)))
+        except Exception as exc:  # a summary is a courtesy: it must not fail a job's task
+            line, value = not_recorded(job_id, 0.0, f"reading the history failed ({type(exc).__name__}: {exc})")
+        self.log.info("%s", line)  # type: ignore[attr-defined]
+        return value
 
     def cluster_kwargs(self) -> dict[str, Any]:
         """What a hook or a trigger needs to reach the same cluster."""

@@ -81,6 +81,9 @@ class Job:
     extra: str = ""  # what the job set with `scontrol update JobId=N Extra=...` (the stand-in)
     state_dir: Path | None = None  # where the stand-in writes; None once the job's process is over
     record_stamp: tuple[int, int] | None = None
+    # The peak resident memory of the job's process, in bytes, sampled while it runs (as
+    # jobacct_gather samples it): the history's MaxRSS. None until sampled.
+    max_rss_bytes: int | None = None
 
     @property
     def name(self) -> str:
@@ -103,8 +106,26 @@ class Job:
         """Live `job_state`: base state plus flags."""
         return [self.state, "COMPLETING"] if self.completing else [self.state]
 
+    def sample_rss(self) -> None:
+        """Read the peak RSS (``VmHWM``) of the job's process while it runs; keep the largest seen."""
+        if self.proc is None or self.proc.returncode is not None:
+            return
+        try:
+            status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        except OSError:
+            return
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                fields = line.split()
+                if len(fields) >= 2 and fields[1].isdigit():
+                    peak = int(fields[1]) * 1024
+                    if self.max_rss_bytes is None or peak > self.max_rss_bytes:
+                        self.max_rss_bytes = peak
+                return
+
     def refresh_record(self) -> None:
         """Take in what the job wrote into its own record through the ``scontrol`` stand-in."""
+        self.sample_rss()
         if self.state_dir is None:
             return
         path = record_file(self.state_dir, self.job_id, "extra")
@@ -381,6 +402,7 @@ class Cluster:
             self._changed(job)
             return
         job.proc = proc
+        job.sample_rss()
         job.state_dir = self.workdir / ".emulator"
         if job.state != "RUNNING" or self._closing:  # cancelled, timed out or shut down meanwhile
             self._signal_group(job, signal.SIGKILL)

@@ -276,6 +276,16 @@ def _step(job: Job, as_of: float) -> JsonDict:
     allocated = [_tres("cpu", job.cpus), _tres("mem", 0), _tres("node", 1)]
     if job.gpus:
         allocated.append(_tres("gres", job.gpus, name="gpu"))
+    usage: JsonDict = {"max": [], "min": [], "average": list(energy), "total": list(energy)}
+    if ended and job.max_rss_bytes is not None:  # gathered (jobacct_gather/linux): MaxRSS, as fixture 74 shows
+        gathered = [_tres("cpu", 0), _tres("mem", job.max_rss_bytes), _tres("energy", 0)]
+        at = {"task": 0, "node": NODE_NAME}
+        usage = {
+            "max": [{**item, **at} for item in gathered],
+            "min": [{**item, **at} for item in gathered],
+            "average": [dict(item) for item in gathered],
+            "total": [dict(item) for item in gathered],
+        }
     return {
         "time": {
             "elapsed": max(0, elapsed),
@@ -297,7 +307,7 @@ def _step(job: Job, as_of: float) -> JsonDict:
         "step": {"id": f"{job.job_id}.batch", "name": "batch"},
         "task": {"distribution": "Unknown"},
         "tres": {
-            "requested": {"max": [], "min": [], "average": list(energy), "total": list(energy)},
+            "requested": usage,
             "consumed": {"max": [], "min": [], "average": list(energy), "total": list(energy)},
             "allocated": allocated,
         },

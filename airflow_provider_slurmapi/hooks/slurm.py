@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import tenacity
 from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook, GoogleBaseHook
 
+from airflow_provider_slurmapi.slurm.accounting import Accounting, not_recorded, pick_record, read_accounting
 from airflow_provider_slurmapi.slurm.cluster import check_cluster_args, check_project_id
 from airflow_provider_slurmapi.slurm.envelope import (
     ClusterRef,
@@ -45,6 +46,7 @@ from airflow_provider_slurmapi.slurm.errors import (
 )
 from airflow_provider_slurmapi.slurm.job import SlurmJob
 from airflow_provider_slurmapi.slurm.results import (
+    ESLURM_INVALID_JOB_ID,
     CancelOutcome,
     SubmitResult,
     newest_tagged,
@@ -69,6 +71,8 @@ if TYPE_CHECKING:
     from google.auth.credentials import Credentials
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
+# How often a finished job's accounting record is looked for while slurmdbd has not recorded it yet.
+ACCOUNTING_POLL_SECONDS = 2.0
 # How far back the history is searched for a job carrying a task's tag.
 TAG_LOOKBACK_SECONDS = 7 * 24 * 3600
 # After a lost submit answer, how much longer than the request timeout the service may still act on it.
@@ -431,6 +435,40 @@ class SlurmApiHook(GoogleBaseHook):
                 live = read_jobs(self.call("GET", self.paths.jobs()), history=False)
                 return newest_tagged([*history, *live], tag, user=user)
         return newest_tagged(read_jobs(self.call("GET", self.paths.jobs()), history=False), tag, user=user)
+
+    def get_accounting(self, job_id: int) -> Accounting | None:
+        """The history's summary of a finished job; ``None`` while it has no finished record of it.
+
+        One call, not retried here: :meth:`wait_for_accounting` looks again.
+        """
+        response = self.call("GET", self.paths.history_job(job_id), retry=False)
+        if response.has_error(ESLURM_INVALID_JOB_ID):
+            return None
+        response.raise_for_errors()
+        return read_accounting(pick_record(response.body, job_id), job_id)
+
+    def wait_for_accounting(
+        self, job_id: int, wait_seconds: float, *, poll_seconds: float = ACCOUNTING_POLL_SECONDS
+    ) -> tuple[str, dict[str, Any]]:
+        """The accounting line and XCom value of a finished job, looked for up to ``wait_seconds``.
+
+        slurmdbd records a job a little after it ends: until then the history has no finished record.
+        Never raises for a Slurm or API error: the line then says why there is no summary.
+        """
+        started = time.monotonic()
+        while True:
+            try:
+                accounting = self.get_accounting(job_id)
+            except SlurmApiError as exc:
+                if not is_transient(exc) or time.monotonic() - started >= wait_seconds:
+                    return not_recorded(job_id, time.monotonic() - started, f"the history could not be read ({exc})")
+                accounting = None
+            if accounting is not None:
+                return accounting.describe(), accounting.to_dict()
+            waited = time.monotonic() - started
+            if waited >= wait_seconds:
+                return not_recorded(job_id, waited)
+            time.sleep(min(poll_seconds, max(0.0, wait_seconds - waited)))
 
     def get_live_job(self, job_id: int) -> SlurmJob | None:
         return self._reread(lambda: read_live_job(self.call("GET", self.paths.job(job_id))))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException, BaseOperator, redact_text
 from airflow_provider_slurmapi.cluster_args import (
     CLUSTER_TEMPLATE_FIELDS,
+    DEFAULT_ACCOUNTING_WAIT_SECONDS,
     SlurmClusterMixin,
     default_deferrable,
     deferral_deadline,
@@ -107,6 +108,10 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         unchanged with its own interpreter. ``False`` submits the script byte for byte.
     :param log_progress: log each new progress message of the job (``Slurm job 4242: epoch 3/10``).
         Default: when ``report_output`` and the script calls ``slurm_progress`` or sets ``Extra=``.
+    :param accounting_wait_seconds: when the job has ended, how long to wait for its record in the
+        accounting history (slurmdbd lags a little) for the summary logged in one line and put in XCom
+        ``slurm_job["accounting"]``: elapsed time, nodes, allocated TRES, node- and GPU-hours, MaxRSS,
+        exit code or signal, requeues. ``None``: no summary. Never fails the task.
     """
 
     template_fields: Sequence[str] = ("job", "script", *CLUSTER_TEMPLATE_FIELDS)
@@ -138,6 +143,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
         report_output: bool = True,
         log_progress: bool | None = None,
+        accounting_wait_seconds: float | None = DEFAULT_ACCOUNTING_WAIT_SECONDS,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -153,6 +159,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         self.outage_tolerance_seconds = outage_tolerance_seconds
         self.report_output = report_output
         self.log_progress = log_progress
+        self.accounting_wait_seconds = accounting_wait_seconds
         self.job = job or {}
         self.script = script
         self.wait_for_completion = wait_for_completion
@@ -351,7 +358,9 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     def _finish(self, context: Context, job: SlurmJob) -> int:
         self._job_over = True
         self.job_id = job.job_id
-        context["ti"].xcom_push(key=JOB_XCOM_KEY, value=job.to_dict())
+        record = job.to_dict()
+        record["accounting"] = self.report_accounting(job.job_id, self.accounting_wait_seconds)
+        context["ti"].xcom_push(key=JOB_XCOM_KEY, value=record)
         if not job.succeeded:
             raise AirflowException(redact_text(job.failure_message(output_expected=self.report_output)))
         self.log.info("Slurm job %s %s.", job.job_id, job.describe())

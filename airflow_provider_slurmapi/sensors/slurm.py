@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException, BaseSensorOperator, redact_text
 from airflow_provider_slurmapi.cluster_args import (
     CLUSTER_TEMPLATE_FIELDS,
+    DEFAULT_ACCOUNTING_WAIT_SECONDS,
     SlurmClusterMixin,
     default_deferrable,
     deferral_deadline,
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
 
 # task_state_store key of the watch of a rescheduled sensor (Airflow 3.3+).
 WATCH_STATE_KEY = "slurm_job_watch"
+# XCom key of the finished job (as the submit operator pushes it), with its accounting summary.
+JOB_XCOM_KEY = "slurm_job"
 
 
 class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
@@ -54,6 +57,9 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
     :param outage_tolerance_seconds: how long the wait rides out an API outage (UNAVAILABLE, 5xx, no
         connection; warned about every few minutes) before the task fails. Permanent errors fail at once.
     :param log_progress: log each new progress message the job sets (``slurm_progress``, ``Extra=``).
+    :param accounting_wait_seconds: once the job has ended, how long to wait for its accounting record
+        (slurmdbd lags a little): its summary is logged in one line and pushed with the job to XCom
+        ``slurm_job`` (key ``accounting``). ``None``: no summary. Never fails the task.
     """
 
     template_fields: Sequence[str] = ("job_id", *CLUSTER_TEMPLATE_FIELDS)
@@ -75,6 +81,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
         outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
         log_progress: bool = False,
+        accounting_wait_seconds: float | None = DEFAULT_ACCOUNTING_WAIT_SECONDS,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -93,6 +100,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         self.missing_grace_seconds = missing_grace_seconds
         self.outage_tolerance_seconds = outage_tolerance_seconds
         self.log_progress = log_progress
+        self.accounting_wait_seconds = accounting_wait_seconds
         self._watch: JobWatch | None = None
 
     @fails_fast
@@ -149,9 +157,16 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
             store.set(WATCH_STATE_KEY, {"try_number": try_number, "watch": watch.snapshot()})
         if not step.finished or step.job is None:
             return False
+        self._push_job(context, step.job.to_dict())
         if not step.job.succeeded:
             raise AirflowException(redact_text(step.job.failure_message()))
         return True
+
+    def _push_job(self, context: Context, record: dict[str, Any]) -> None:
+        """XCom ``slurm_job``: the finished job, with its accounting summary (also logged)."""
+        job_id = parse_job_id(self.job_id)
+        record = {**record, "accounting": self.report_accounting(job_id, self.accounting_wait_seconds)}
+        context["ti"].xcom_push(key=JOB_XCOM_KEY, value=record)
 
     def _new_watch(self, job_id: int, saved: object = None) -> JobWatch:
         """A watch of ``job_id``, going on from ``saved`` (an earlier poke's snapshot) if it is one."""
@@ -189,6 +204,8 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
     def execute_complete(self, context: Context, event: dict[str, Any]) -> None:
         if event.get("status") == "error" and event.get("permanent"):
             raise AirflowFailException(permanent_message(redact_text(str(event.get("message")))))
+        if event.get("status") in ("success", "failed") and isinstance(event.get("job"), dict):
+            self._push_job(context, event["job"])
         if event.get("status") != "success":
             raise AirflowException(redact_text(str(event.get("message"))))
         self.log.info("%s", event.get("message"))
