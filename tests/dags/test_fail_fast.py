@@ -105,3 +105,37 @@ def test_a_failed_job_still_uses_the_tasks_retries(
     gcp_connection.reset_calls()
     assert run_with_retries(load_dag("slurm_scenarios.py", "exit3"), retries=1) == ("failed", 2)
     assert gcp_connection.calls()["by_kind"].get("submit") == 2
+
+
+@pytest.mark.parametrize("deferrable", [True, False], ids=["deferrable", "poke"])
+def test_permission_denied_while_watching_fails_the_sensor_at_its_first_try(
+    deferrable: bool, airflow_db: Any, gcp_connection: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The principal loses its permission while the sensor waits: the deferred wait and the poke alike
+    fail for good (a retry would be denied the same way)."""
+    import threading
+
+    from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
+    from tests.conftest import CLUSTER
+    from tests.dags.test_watchers import submit
+
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", str(deferrable).lower())
+    job_id = submit(gcp_connection, "#!/bin/bash\nsleep 60\n")
+    monkeypatch.setenv("SLURMAPI_WATCH_JOB_ID", str(job_id))
+    dag = load_dag("slurm_watchers.py", "sensor")
+    task = dag.task_dict["sense"]
+    task.retries, task.retry_delay = 2, timedelta(seconds=0)
+    gcp_connection.wait_for_state(job_id, ["RUNNING"], timeout=20)
+    revoke = threading.Timer(2.0, lambda: setattr(gcp_connection.config, "deny_permission", True))
+    revoke.start()
+    try:
+        from airflow.utils.session import create_session
+
+        run = dag.test()
+        with create_session() as session:
+            [ti] = run.get_task_instances(session=session)
+            assert (str(run.state), int(ti.try_number)) == ("failed", 1)
+    finally:
+        revoke.cancel()
+        gcp_connection.config.deny_permission = False
+        SlurmApiHook(**CLUSTER).cancel_job(job_id)
