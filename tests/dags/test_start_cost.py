@@ -30,7 +30,11 @@ def test_a_first_try_submits_with_exactly_one_call_and_lists_nothing(
     kinds = [call["kind"] for call in calls["last"]]
     assert kinds[0] == "submit", kinds
     assert calls["by_kind"]["submit"] == 1, kinds
-    assert not {"jobs", "slurmdb"} & set(kinds), kinds
+    # No list is read: the only history call is the accounting summary of this job, once it has ended.
+    assert "jobs" not in kinds, kinds
+    history = [call["path"] for call in calls["last"] if call["kind"] == "slurmdb"]
+    assert history == [f"/slurmdb/v0.0.42/job/{gcp_connection.jobs()[-1]['job_id']}"], history
+    assert kinds.index("slurmdb") > kinds.index("submit"), kinds
 
 
 @pytest.mark.skipif(not AIRFLOW_V_3_0_PLUS, reason="dag.test(run_after=...) names the run on Airflow 3")
