@@ -61,7 +61,8 @@ def test_a_gpu_job_ends_with_its_accounting_summary(
     assert accounting["gpu_hours"] == pytest.approx(2 * accounting["elapsed_seconds"] / 3600, abs=1e-4)
     assert accounting["max_rss_bytes"] > 0 and accounting["max_rss_step"] == f"{record['job_id']}.batch"
     assert accounting["requeues"] == 0
-    [line] = {m.group(0) for m in LINE.finditer(out)}  # one line (Airflow 2.11's dag.test() may print it twice)
+    # One line for this job (Airflow 2.11's dag.test() may print a task's log twice).
+    [line] = {m.group(0) for m in LINE.finditer(out) if m.group(1) == str(record["job_id"])}
     assert line.startswith(f"Slurm job {record['job_id']} accounting: COMPLETED after ")
     assert "gres/gpu=2" in line and "GPU-hours" in line and "MaxRSS " in line and "requeued 0 times" in line
 
