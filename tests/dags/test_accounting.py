@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import connection_uri_env, load_dag, run_dag
 from tests.dags.test_watchers import submit
 
-LINE = re.compile(r"Slurm job (\d+) accounting: [^\n]*")
+LINE = re.compile(r"Slurm job (\d+) accounting: [^\n]*? times\.")
 
 
 def job_xcom(dag_id: str, task_id: str) -> Any:
