@@ -74,7 +74,7 @@ deployment-deps:
 
 ## The hook, DAG and fault tests again on Airflow 2.11 (the 3.x-only trigger-runner tests excluded).
 test-airflow2: $(VENV2)/.installed
-	$(PY2) -m pytest -q -p no:cacheprovider -m "not slurm" tests/unit tests/hooks tests/emulator tests/dags tests/faults/test_fault_matrix.py tests/faults/test_outage.py
+	$(PY2) -m pytest -q -p no:cacheprovider -m "not slurm" tests/unit tests/hooks tests/emulator tests/dags tests/faults/test_fault_matrix.py tests/faults/test_outage.py tests/faults/test_clear_race.py
 
 ## Everything but real Slurm.
 test-fast: install
