@@ -20,9 +20,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_provider_slurmapi.slurm.array import ArrayView, parse_state_entry_id
 from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
 from airflow_provider_slurmapi.slurm.errors import MalformedRecordError, MalformedResponseError, SlurmError
-from airflow_provider_slurmapi.slurm.job import SlurmJob, record_job_id
+from airflow_provider_slurmapi.slurm.job import SlurmJob, record_job_id, slurm_number
 from airflow_provider_slurmapi.slurm.spec import carries_tag
 from airflow_provider_slurmapi.slurm.states import JobStateInfo, is_job_state_shape, parse_job_state
 from airflow_provider_slurmapi.slurm.values import as_int, preview
@@ -113,6 +114,8 @@ def read_job_states(response: SlurmResponse) -> dict[int, JobStateInfo]:
     states: dict[int, JobStateInfo] = {}
     for item in _job_records(response):
         job_id = record_job_id(item)
+        if job_id is None and isinstance(item, Mapping) and _is_task_entry(item.get("job_id")):
+            continue  # an array task ("125_4"): read by read_array_task_states
         if job_id is None:
             shown = item.get("job_id") if isinstance(item, Mapping) else item
             field_name = "job_id" if isinstance(item, Mapping) else "jobs[]"
@@ -125,6 +128,11 @@ def read_job_states(response: SlurmResponse) -> dict[int, JobStateInfo]:
             continue
         states[job_id] = parse_job_state(raw_state)
     return states
+
+
+def _is_task_entry(raw: Any) -> bool:
+    parsed = parse_state_entry_id(raw)
+    return parsed is not None and parsed[1] is not None
 
 
 def read_cancel(response: SlurmResponse) -> CancelOutcome:
@@ -214,6 +222,8 @@ def _one_job(response: SlurmResponse, build: Callable[[Any], SlurmJob], *, newes
         return None
     match = _JOB_PATH.search(response.path)
     asked = int(match.group(1)) if match else None
+    if asked is not None and any(_array_id_of(r) == asked for r in records):
+        return _array_job(response, build, asked, [r for r in records if _array_id_of(r) == asked])
     ordered: Iterator[Any] = reversed(records) if newest_last else iter(records)
     chosen = next((r for r in ordered if asked is not None and record_job_id(r) == asked), None)
     if chosen is None:
@@ -229,6 +239,50 @@ def _one_job(response: SlurmResponse, build: Callable[[Any], SlurmJob], *, newes
             field=exc.field,
             value=exc.value,
         ) from None
+
+
+def _array_id_of(raw: Any) -> int | None:
+    """The array id a raw record belongs to (live ``array_job_id``, history ``array.job_id``), if any."""
+    if not isinstance(raw, Mapping):
+        return None
+    value = raw.get("array_job_id")
+    if value is None and isinstance(raw.get("array"), Mapping):
+        value = raw["array"].get("job_id")
+    number = slurm_number(value)
+    return number if number is not None and number > 0 else None
+
+
+def _array_job(
+    response: SlurmResponse, build: Callable[[Any], SlurmJob], array_job_id: int, records: list[Any]
+) -> SlurmJob:
+    """The whole array asked for by its id: every task record of the answer, in one view."""
+    jobs: list[SlurmJob] = []
+    for raw in records:
+        try:
+            jobs.append(build(raw))
+        except MalformedRecordError as exc:
+            raise MalformedRecordError(
+                f"Slurm's answer to {response.method} {response.path} about array {array_job_id} is unreadable: "
+                f"{exc} Retried as a garbled answer; if it persists, look at the array with scontrol/sacct.",
+                job_id=array_job_id,
+                field=exc.field,
+                value=exc.value,
+            ) from None
+    return SlurmJob.of_array(ArrayView.from_jobs(array_job_id, jobs), jobs)
+
+
+def read_array_task_states(response: SlurmResponse) -> list[tuple[int, int, JobStateInfo]]:
+    """The array task entries of a ``jobs/state`` answer: (job id, task id, state), ``"125_4"`` style ids."""
+    found: list[tuple[int, int, JobStateInfo]] = []
+    for item in _job_records(response):
+        if not isinstance(item, Mapping):
+            continue
+        parsed = parse_state_entry_id(item.get("job_id"))
+        raw_state = item.get("state") if "state" in item else item.get("job_state")
+        if parsed is None or parsed[1] is None or raw_state is None or not is_job_state_shape(raw_state):
+            continue
+        found.append((parsed[0], parsed[1], parse_job_state(raw_state)))
+    return found
 
 
 def _state_record_error(job_id: int | None, field_name: str, value: Any, expected: str) -> MalformedRecordError:
