@@ -50,6 +50,7 @@ class JobRequest:
     tres_per_job: str = ""
     gpus: int = 0
     hold: bool = False
+    array: str | None = None  # a job array: "0-9%2"
     argv: list[str] = field(default_factory=list)
     raw: JsonDict = field(default_factory=dict)
 
@@ -215,6 +216,7 @@ def parse_submit(body: Any, version: str) -> tuple[JobRequest, list[JsonDict]]:
         tres_per_node=_str(job, "tres_per_node") or "",
         tres_per_job=_str(job, "tres_per_job") or "",
         hold=hold,
+        array=_str(job, "array") or None,
         argv=_str_list(job, "argv") or [],
         raw=job,
     )
