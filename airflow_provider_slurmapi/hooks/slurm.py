@@ -49,6 +49,7 @@ from airflow_provider_slurmapi.slurm.results import (
     SubmitResult,
     newest_tagged,
     own_tagged,
+    read_array_task_states,
     read_cancel,
     read_history_job,
     read_job_states,
@@ -668,11 +669,22 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
         return read_history_job(await self.call("GET", self.paths.history_job(job_id)))
 
     async def get_job_states(
-        self, job_ids: Sequence[int], *, use_state_endpoint: bool = True
+        self,
+        job_ids: Sequence[int],
+        *,
+        use_state_endpoint: bool = True,
+        tasks: list[tuple[int, int, JobStateInfo]] | None = None,
     ) -> dict[int, JobStateInfo]:
-        """States of the given jobs still in the live queue, in one call (``jobs/state``, else ``jobs/``)."""
+        """States of the given jobs still in the live queue, in one call (``jobs/state``, else ``jobs/``).
+
+        ``tasks`` receives the answer's array task entries ``(job id, task id, state)``: an array's id
+        is answered with one entry per task, ``"<job id>_<task id>"``.
+        """
         if use_state_endpoint:
-            return read_job_states(await self.call("GET", self.paths.jobs_state(job_ids)))
+            response = await self.call("GET", self.paths.jobs_state(job_ids))
+            if tasks is not None:
+                tasks.extend(read_array_task_states(response))
+            return read_job_states(response)
         return {job_id: job.state_info for job_id, job in (await self.get_live_jobs(job_ids)).items()}
 
     async def get_live_jobs(self, job_ids: Sequence[int]) -> dict[int, SlurmJob]:

@@ -105,6 +105,9 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         unchanged with its own interpreter. ``False`` submits the script byte for byte.
     :param log_progress: log each new progress message of the job (``Slurm job 4242: epoch 3/10``).
         Default: when ``report_output`` and the script calls ``slurm_progress`` or sets ``Extra=``.
+    :param array_fail_fast: for a job array (``job={"array": "0-9%2"}``), cancel its remaining tasks at
+        the first failed task. Either way the task waits for every task of the array and succeeds only
+        when all of them COMPLETED.
     """
 
     template_fields: Sequence[str] = ("job", "script", *CLUSTER_TEMPLATE_FIELDS)
@@ -136,6 +139,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
         report_output: bool = True,
         log_progress: bool | None = None,
+        array_fail_fast: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -151,6 +155,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         self.outage_tolerance_seconds = outage_tolerance_seconds
         self.report_output = report_output
         self.log_progress = log_progress
+        self.array_fail_fast = array_fail_fast
         self.job = job or {}
         self.script = script
         self.wait_for_completion = wait_for_completion
@@ -288,6 +293,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             missing_grace_seconds=self.missing_grace_seconds,
             outage_tolerance_seconds=self.outage_tolerance_seconds,
             log_progress=self._log_progress,
+            array_fail_fast=self.array_fail_fast,
         )
         step = self._look(watch, job_id)
         if step.finished and step.job is not None:
@@ -306,6 +312,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
                     deadline=deadline,
                     last_seen=step.job.to_dict() if step.job is not None else None,
                     log_progress=self._log_progress,
+                    array_fail_fast=self.array_fail_fast,
                     **self.cluster_kwargs(),
                 ),
                 method_name="execute_complete",
@@ -326,6 +333,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         else:
             step = watch.observe(job)
         step.log_to(self.log, redact_text)
+        if step.cancel_array:
+            self.hook.cancel_job(job_id)
         return step
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> int:

@@ -181,8 +181,14 @@ class ArrayView:
         for task_id, task in self.tasks.items():
             before = tasks.get(task_id)
             # A state-only update keeps what an earlier full record said of how the task ended.
-            if before is not None and before.state_info == task.state_info and task.reason is None:
-                task = replace(task, reason=before.reason, exit_code=before.exit_code, signal=before.signal)
+            if before is not None and before.state_info == task.state_info:
+                task = replace(
+                    task,
+                    job_id=task.job_id or before.job_id,
+                    reason=task.reason or before.reason,
+                    exit_code=task.exit_code if task.exit_code is not None else before.exit_code,
+                    signal=task.signal or before.signal,
+                )
             tasks[task_id] = task
         return ArrayView(self.array_job_id, dict(sorted(tasks.items())), self.throttle or earlier.throttle)
 

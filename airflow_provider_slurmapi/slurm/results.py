@@ -105,7 +105,11 @@ def read_jobs(response: SlurmResponse, *, history: bool) -> list[SlurmJob]:
 def read_jobs_by_id(response: SlurmResponse, job_ids: Iterable[int]) -> dict[int, SlurmJob]:
     """From a ``GET /slurm/{v}/jobs/`` answer, the jobs among ``job_ids`` (those still in the live queue)."""
     wanted = set(job_ids)
-    return {job.job_id: job for job in read_jobs(response, history=False) if job.job_id in wanted}
+    jobs = read_jobs(response, history=False)
+    found = {job.job_id: job for job in jobs if job.job_id in wanted}
+    for array_id in wanted & {job.array_job_id for job in jobs if job.array_job_id is not None}:
+        found[array_id] = SlurmJob.of_array(ArrayView.from_jobs(array_id, jobs), jobs)
+    return found
 
 
 def read_job_states(response: SlurmResponse) -> dict[int, JobStateInfo]:
@@ -145,6 +149,8 @@ def read_cancel(response: SlurmResponse) -> CancelOutcome:
             "of per-job results: the outcome of the cancel is unknown; look at the job before trying again."
         )
     for item in status or []:
+        if isinstance(item, Mapping) and "_" in str(item.get("step_id") or ""):
+            continue  # an array task that had already ended: the cancel of the array's other tasks went on
         error = item.get("error") if isinstance(item, Mapping) else None
         if isinstance(error, Mapping):
             codes.add(as_int(error.get("code")))
