@@ -396,6 +396,7 @@ class Cluster:
                 minute_seconds=meta.minute_seconds,
                 array_job_id=meta.array_job_id,
                 array_task_id=task_id,
+                array_throttle=meta.array_throttle,
                 array_all=meta.array_all,
             )
             self._set_paths(task)
