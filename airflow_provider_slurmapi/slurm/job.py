@@ -370,8 +370,8 @@ class SlurmJob:
             partition=meta.partition if meta is not None else None,
             user=meta.user if meta is not None else None,
             account=meta.account if meta is not None else None,
-            stdout=first.stdout if first is not None else None,
-            stderr=first.stderr if first is not None else None,
+            stdout=_task_path(first.stdout if first is not None else None),
+            stderr=_task_path(first.stderr if first is not None else None),
             comment=meta.comment if meta is not None else None,
             array_job_id=array.array_job_id,
             array_throttle=array.throttle,
@@ -574,6 +574,11 @@ def _stored_array(value: Any) -> ArrayView | None:
         return ArrayView.from_dict(value)
     except (ValueError, TypeError) as exc:
         raise _BadShape(value, f"an array view ({exc})", "array") from None
+
+
+def _task_path(path: str | None) -> str | None:
+    """An output path of an array: the meta record's shows %a as NO_VAL (4294967294); say %a."""
+    return path.replace("_4294967294", "_%a") if path else path
 
 
 def _positive(value: Any) -> int | None:
