@@ -490,6 +490,10 @@ class SlurmJob:
             "comment": self.comment,
             "extra": self.extra,
             "source": self.source,
+            "array_job_id": self.array_job_id,
+            "array_task_id": self.array_task_id,
+            "array_pending": self.array_pending,
+            "array_throttle": self.array_throttle,
             "array": self.array.to_dict() if self.array is not None else None,
         }
 
@@ -560,7 +564,10 @@ class SlurmJob:
             stderr=text("stderr"),
             comment=text("comment"),
             extra=text("extra"),
-            array_job_id=job_id if array is not None else None,
+            array_job_id=number("array_job_id"),
+            array_task_id=number("array_task_id"),
+            array_pending=text("array_pending"),
+            array_throttle=number("array_throttle"),
             array=array,
         )
 
@@ -593,7 +600,7 @@ def _task_id(value: Any) -> int | None:
 
 
 def _loose_text(value: Any) -> str | None:
-    return value.strip() or None if isinstance(value, str) else None
+    return clean_text(value).strip() or None if isinstance(value, str) else None
 
 
 def _history_array(raw: Any) -> dict[str, Any]:
