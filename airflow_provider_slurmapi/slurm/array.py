@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_slurmapi.slurm.states import FINISHED_STATES, JobState, JobStateInfo, parse_job_state
-from airflow_provider_slurmapi.slurm.values import as_int
+from airflow_provider_slurmapi.slurm.values import as_int, clean_text
 
 if TYPE_CHECKING:
     from airflow_provider_slurmapi.slurm.job import ExitInfo, SlurmJob
@@ -142,9 +142,9 @@ class ArrayTask:
             task_id=task_id,
             job_id=job_id,
             state_info=parse_job_state(data.get("state")),
-            reason=reason if isinstance(reason, str) else None,
-            exit_code=exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
-            signal=signal if isinstance(signal, str) else None,
+            reason=clean_text(reason) if isinstance(reason, str) else None,
+            exit_code=as_int(exit_code) if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
+            signal=clean_text(signal) if isinstance(signal, str) else None,
         )
 
 
