@@ -278,7 +278,10 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         dag_run = context.get("dag_run")
         started = getattr(dag_run, "start_date", None)
         since = int(started.timestamp()) - CLOCK_SKEW_SECONDS if started is not None else None
-        return self.hook.find_job_by_tag(tag, name=name, since=since)
+        found = self.hook.find_job_by_tag(tag, name=name, since=since)
+        if found is not None and found.array_job_id and found.array is None:  # one task's record: read the array
+            return self.hook.get_job(found.array_job_id) or found
+        return found
 
     def _stored_job_id(self, context: Context) -> int | None:
         """The job id an earlier try stored: task state store (Airflow 3.3+), else its XCom if it survived."""

@@ -17,7 +17,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_provider_slurmapi.slurm.array import ArrayView, parse_state_entry_id
@@ -181,7 +181,11 @@ def own_tagged(
             continue
         if since is not None and job.submit_time is not None and job.submit_time < since:
             continue
-        by_id.setdefault(job.job_id, job)
+        # Every task of an array carries the tag: the array is one job, known by the array's id.
+        key = job.array_job_id or job.job_id
+        if key != job.job_id:
+            job = replace(job, job_id=key)
+        by_id.setdefault(key, job)
     tagged = [by_id[job_id] for job_id in sorted(by_id)]
     if not tagged:
         return []

@@ -233,3 +233,20 @@ def test_state_only_updates_keep_how_tasks_ended() -> None:
 
     updated = full.with_states({2: (8905, parse_job_state(["FAILED"]))}).merged(full)
     assert updated.tasks[2].exit_code == 3 and updated.tasks[2].reason == "NonZeroExitCode"
+
+
+def test_the_tasks_of_an_array_are_one_tagged_job() -> None:
+    """A retry looking for its job by tag finds the array (all its tasks carry the tag), never a task
+    taken for a second copy of the job."""
+    from airflow_provider_slurmapi.slurm.results import newest_tagged, own_tagged
+
+    tag = "airflow-ti=abc"
+    records = [
+        SlurmJob.from_live({**live(A, 3, "RUNNING"), "comment": f"airflow {tag}", "user_name": "alice"}),
+        SlurmJob.from_live({**live(8905, 2, "COMPLETED"), "comment": f"airflow {tag}", "user_name": "alice"}),
+        SlurmJob.from_live({**live(8903, 0, "COMPLETED"), "comment": f"airflow {tag}", "user_name": "alice"}),
+    ]
+    found = own_tagged(records, tag)
+    assert [job.job_id for job in found] == [A]
+    newest = newest_tagged(records, tag)
+    assert newest is not None and newest.job_id == A and newest.array_job_id == A
