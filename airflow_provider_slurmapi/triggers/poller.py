@@ -232,9 +232,9 @@ class ClusterPoller:
         self.polls += 1
         self._task_entries = []
         live = await self._live_states(ids)
+        arrays = self._follow_arrays(ids, live)
         changed = [j for j, state in live.items() if isinstance(state, JobStateInfo) and self._needs_details(j, state)]
-        changed += self._follow_arrays(ids, live)
-        details = await self._details(changed)
+        details = await self._details(list(dict.fromkeys([*changed, *arrays])))
         details.update(await self._progress(live, details))
         missing = [j for j in ids if j not in live]
         history = await self._gather(self.hook.get_history_job, missing)
@@ -272,11 +272,18 @@ class ClusterPoller:
         known from the array's details, or, with a single array watched, need not be known.
         """
         arrays = {j: job for j in ids if (job := self._known.get(j)) is not None and job.array is not None}
-        if not arrays:
-            return []
+        watched = set(ids)
         entries: dict[int, dict[int, tuple[int, JobStateInfo]]] = {a: {} for a in arrays}
         unclear: list[int] = []
+        wanted: list[int] = []
         for job_id, task_id, state in self._task_entries:
+            if job_id in watched and job_id not in arrays:
+                if self._known.get(job_id) is None:  # not seen yet: an array's id, or a task's
+                    if job_id not in wanted:
+                        wanted.append(job_id)
+                else:  # one task watched by its own job id: a plain job
+                    live.setdefault(job_id, state)
+                continue
             owner = job_id if job_id in arrays else self._task_owner.get(job_id)
             if owner is None and len(arrays) == 1:
                 owner = next(iter(arrays))
@@ -284,7 +291,6 @@ class ClusterPoller:
                 entries[owner][task_id] = (job_id, state)
             else:
                 unclear.append(job_id)
-        wanted: list[int] = []
         for array_id, known in arrays.items():
             found = entries[array_id]
             if not found:

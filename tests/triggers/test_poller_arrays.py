@@ -4,6 +4,7 @@ watched together keep their own tasks, and a plain job beside them is unaffected
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +78,42 @@ def test_two_arrays_and_a_job_on_one_poller(connected: Any) -> None:
     # Rounds with nothing to read cost one call (jobs/state); more only at a change of the plain job,
     # at the first sight of a task two arrays could own, and at an array's end.
     assert calls.count(1) >= len(calls) // 2, calls
+
+
+def test_a_task_watched_by_its_own_id_beside_its_array(connected: Any) -> None:
+    """A sensor on one task (its own job id) and an operator on the whole array, on one poller."""
+    hook = SlurmApiHook(**CLUSTER)
+    spec = {"partition": "debug", "current_working_directory": str(connected.config.workdir), "name": "pair"}
+    array_id = hook.submit_job({**spec, "array": "0-2"}, "#!/bin/bash\nsleep 1.5\n").job_id
+
+    def started_task() -> int | None:
+        return next(
+            (j["job_id"] for j in connected.jobs() if j["array_task_id"] == 0 and j["state"] == "RUNNING"), None
+        )
+
+    for _ in range(200):
+        task_job = started_task()
+        if task_job is not None:
+            break
+        time.sleep(0.05)
+    assert task_job is not None and task_job != array_id
+
+    async def scenario() -> dict[int, Any]:
+        async_hook = SlurmApiAsyncHook(**KEY.hook_kwargs())
+        poller = ClusterPoller(KEY, async_hook)
+        for job_id in (array_id, task_job):
+            seen = await async_hook.get_job(job_id)
+            poller._subscriptions.setdefault(job_id, set()).add(Subscription(job_id, 3600, seen))
+            poller._known[job_id] = seen  # type: ignore[assignment]
+        for _ in range(80):
+            await poller.poll_once()
+            if all(poller._known[j].is_finished for j in (array_id, task_job)):
+                break
+            await asyncio.sleep(0.25)
+        final = dict(poller._known)
+        await async_hook.close()
+        return final
+
+    final = asyncio.run(scenario())
+    assert final[task_job].array is None and final[task_job].succeeded and final[task_job].job_id == task_job
+    assert final[array_id].describe() == f"array {array_id}: 3 COMPLETED"
