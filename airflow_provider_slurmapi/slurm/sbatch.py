@@ -689,7 +689,6 @@ def _builders(api_version: str | None, default_environment: tuple[str, ...]) -> 
         "mem-per-cpu": one("memory_per_cpu", lambda d: {"set": True, "infinite": False, "number": _size(d)}),
         "mem-per-gpu": one("memory_per_tres", lambda d: f"gres/gpu:{_size(d)}"),
         "gpus": one("tres_per_job", _gpu_tres),
-        "gpus-per-task": one("tres_per_task", _gpu_tres),
         "cpus-per-gpu": one("cpus_per_tres", lambda d: f"gres/gpu:{_count(d)}"),
         "output": one("standard_output", _path),
         "error": one("standard_error", _path),
@@ -795,6 +794,7 @@ def directive_fields(
         last.pop(key, None)
         last[key] = directive
     tres_per_node: list[tuple[str, Directive]] = []
+    tres_per_task: list[tuple[str, Directive]] = []
     for key, directive in last.items():
         if key == "gres":
             tres_per_node.insert(0, (_gres(directive), directive))
@@ -802,12 +802,20 @@ def directive_fields(
         if key == "gpus-per-node":
             tres_per_node.append((_gpu_tres(directive), directive))
             continue
+        if key == "gpus-per-task":
+            tres_per_task.append((_gpu_tres(directive), directive))
+            continue
         for name, value in builders[directive.option](directive).items():
             result.fields[name] = value
             result.sources[name] = [directive]
+        if key == "cpus-per-task":  # sbatch 24.11 also sends the CPUs as a TRES of each task
+            tres_per_task.insert(0, (f"cpu={result.fields['cpus_per_task']}", directive))
     if tres_per_node:
         result.fields["tres_per_node"] = ",".join(value for value, _ in tres_per_node if value)
         result.sources["tres_per_node"] = [directive for _, directive in tres_per_node]
+    if tres_per_task:
+        result.fields["tres_per_task"] = ",".join(value for value, _ in tres_per_task)
+        result.sources["tres_per_task"] = [directive for _, directive in tres_per_task]
     return result
 
 
@@ -829,6 +837,13 @@ def apply_directives(
     merged = dict(job)
     result = AppliedDirectives(job=merged, notes=list(found.notes))
     set_in_job = {name for name, value in job.items() if value is not None}
+    if "cpus_per_task" in set_in_job and "tres_per_task" in found.fields:
+        # The CPU count in tres_per_task follows --cpus-per-task, which job['cpus_per_task'] overrides.
+        items = [item for item in found.fields["tres_per_task"].split(",") if not item.startswith("cpu=")]
+        if items:
+            found.fields["tres_per_task"] = ",".join(items)
+        else:
+            del found.fields["tres_per_task"]
     for name, value in found.fields.items():
         group = _GROUPS.get(name, frozenset({name}))
         overriding = sorted(group & set_in_job)
