@@ -37,12 +37,29 @@ class Directive:
     value: str | None
 
     def where(self) -> str:
-        return f"{self.line.strip()} (script line {self.line_number})"
+        return _where(self.line_number, self.line)
 
     def describe(self) -> str:
-        """The option as sbatch reads it, with the line it comes from."""
-        value = "" if self.value is None else f"={self.value}"
+        """The option as sbatch reads it, with the line it comes from (never an --export value)."""
+        value = "" if self.value is None else f"={_masked(self.value) if self.option == 'export' else self.value}"
         return f"--{self.option}{value} (script line {self.line_number})"
+
+
+_ASSIGNMENT_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=[^,\s]*")
+
+
+def _masked(text: str) -> str:
+    """``NAME=value`` pairs with their values hidden: environment values may be secrets."""
+    return _ASSIGNMENT_RE.sub(r"\1=***", text)
+
+
+def _where(number: int, line: str) -> str:
+    """A line as errors and notes show it: values of ``--export`` hidden."""
+    text = line.strip()
+    position = text.find("--exp")
+    if position >= 0:
+        text = text[:position] + _masked(text[position:])
+    return f"{text} (script line {number})"
 
 
 @dataclass(slots=True)
@@ -89,7 +106,7 @@ def _words(number: int, line: str) -> list[str]:
     text = line[len(MAGIC) :]
     if text and not text[0].isspace():
         raise ConfigurationError(
-            f"{line.strip()} (script line {number}): '#SBATCH' must be followed by a space and the options, "
+            f"{_where(number, line)}: '#SBATCH' must be followed by a space and the options, "
             f"e.g. '#SBATCH --partition=a3'. {_FIX}"
         )
     words: list[str] = []
@@ -124,7 +141,7 @@ def _words(number: int, line: str) -> list[str]:
                 current.append(char)
         index += 1
     if quote:
-        raise ConfigurationError(f"{line.strip()} (script line {number}): unbalanced {quote} quote. {_FIX}")
+        raise ConfigurationError(f"{_where(number, line)}: unbalanced {quote} quote. {_FIX}")
     if current is not None:
         words.append("".join(current))
     return words
@@ -261,7 +278,7 @@ def read_directives(script: str) -> list[Directive]:
         words = _words(number, line)
         if words and words[0] in {":", "hetjob", "packjob"}:
             raise ConfigurationError(
-                f"{line.strip()} (script line {number}): heterogeneous jobs are not supported by the REST submit "
+                f"{_where(number, line)}: heterogeneous jobs are not supported by the REST submit "
                 "of this provider. Submit each component as its own task, with a dependency."
             )
         found.extend(_parse_words(number, line, words))
@@ -269,7 +286,7 @@ def read_directives(script: str) -> list[Directive]:
 
 
 def _parse_words(number: int, line: str, words: list[str]) -> Iterator[Directive]:
-    where = f"{line.strip()} (script line {number})"
+    where = _where(number, line)
     index = 0
     while index < len(words):
         word = words[index]
