@@ -89,6 +89,11 @@ CASES: list[tuple[str, list[str], list[str]]] = [
     ("nodelist", ["-w localhost"], ["required_nodes"]),
     ("tmp", ["--tmp=1"], ["minimum_tmp_disk_per_node"]),
     ("contiguous", ["--contiguous"], ["contiguous"]),
+    ("constraint", ["--constraint=sbatchcontract"], ["features"]),
+    ("constraint-short", ["-C sbatchcontract"], ["features"]),
+    ("prefer", ["--prefer=sbatchcontract"], ["prefer"]),
+    ("licenses", ["--licenses=sbatchcontract@lab:2"], ["licenses", "tres_req_str"]),
+    ("licenses-short", ["-L sbatchcontract@lab"], ["licenses"]),
     ("wckey", ["--wckey=contract"], ["wckey"]),
     ("kill-on-invalid-dep", ["--kill-on-invalid-dep=yes"], ["flags"]),
     ("several-on-one-line", ["-J one-line -p debug -t 1:00:00 -n 1 -c 1 --nice=7"], ["name", "time_limit", "nice"]),
@@ -182,6 +187,44 @@ def submitted(lab: Lab) -> Iterator[list[int]]:
         lab.cancel(job_id)
 
 
+# Cases that need the node feature and the license below.
+NEEDS_RESOURCES = {"constraint", "constraint-short", "prefer", "licenses", "licenses-short"}
+FEATURE = "sbatchcontract"
+
+
+def _in_lab(*command: str) -> None:
+    chroot = LAB_DIR / "chroot"
+    prefix = ["chroot", str(chroot)] if chroot.is_dir() else []
+    env = ["/usr/bin/env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
+    env.append("SLURM_CONF=/etc/slurm/slurm.conf")
+    done = subprocess.run([*prefix, *env, *command], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
+
+
+@pytest.fixture(scope="module")
+def lab_resources(lab: Lab, submitted: list[int]) -> Iterator[None]:
+    """A node feature and a license for --constraint, --prefer and --licenses; removed afterwards.
+
+    Neither changes how other jobs of the shared lab run: a feature no other job asks for, a license
+    no other job uses.
+    """
+    if os.geteuid() != 0:
+        pytest.fail("node features and licenses are set with scontrol/sacctmgr as root: run as root (CI does)")
+    node = f"AvailableFeatures={FEATURE}", f"ActiveFeatures={FEATURE}"
+    _in_lab("scontrol", "update", "NodeName=localhost", *node)
+    _in_lab(
+        "sacctmgr", "-i", "add", "resource", f"name={FEATURE}", "server=lab", "servertype=test", "type=license",
+        "count=4", "cluster=lab", "allowed=100",
+    )  # fmt: skip
+    try:
+        yield
+    finally:
+        for job_id in submitted:  # jobs that ask for them go first
+            lab.cancel(job_id)
+        _in_lab("sacctmgr", "-i", "delete", "resource", f"name={FEATURE}", "server=lab")
+        _in_lab("scontrol", "update", "NodeName=localhost", "AvailableFeatures=", "ActiveFeatures=")
+
+
 @pytest.fixture(scope="module")
 def target(lab: Lab, submitted: list[int]) -> int:
     """A held job for --dependency to name."""
@@ -192,8 +235,17 @@ def target(lab: Lab, submitted: list[int]) -> int:
 
 @pytest.mark.parametrize(("case", "lines", "fields"), CASES, ids=[case for case, _, _ in CASES])
 def test_sbatch_and_our_rest_path_give_the_same_job(
-    case: str, lines: list[str], fields: list[str], lab: Lab, gateway: Any, submitted: list[int], target: int
+    case: str,
+    lines: list[str],
+    fields: list[str],
+    lab: Lab,
+    gateway: Any,
+    submitted: list[int],
+    target: int,
+    request: pytest.FixtureRequest,
 ) -> None:
+    if case in NEEDS_RESOURCES:
+        request.getfixturevalue("lab_resources")
     script = _script(lines, target)
     by_sbatch = _sbatch(script)
     submitted.append(by_sbatch)
