@@ -267,3 +267,36 @@ def test_sbatch_and_our_rest_path_give_the_same_job(
     # The case's own lines were read into job fields (not two defaults compared).
     own = "#!/bin/bash\n" + "".join(f"#SBATCH {line.replace('{target}', str(target))}\n" for line in lines)
     assert apply_directives({}, own).applied, f"{case}: no job field read from {lines}"
+
+
+def test_export_and_open_mode_give_the_job_what_sbatch_gives_it(lab: Lab, gateway: Any, submitted: list[int]) -> None:
+    """Not in the job record, so judged by what the job does: its environment and its appended output.
+
+    Our path submits the script wrapped (``report_output=True``, the operator's default), so this
+    also shows the wrapper keeps both working.
+    """
+    from airflow_provider_slurmapi.slurm.job_output import wrap_script
+
+    chroot = LAB_DIR / "chroot"
+    outputs = {}
+    for way in ("sbatch", "ours"):
+        name = f"sbatch-contract-append-{way}-{uuid.uuid4().hex[:8]}.out"
+        host = (chroot / "tmp" / name) if chroot.is_dir() else Path("/tmp") / name
+        host.write_text("written before the job\n")
+        host.chmod(0o666)
+        script = (
+            "#!/bin/bash\n"
+            f"#SBATCH --job-name={NAME}-run --time=2 --output=/tmp/{name} --open-mode=append\n"
+            "#SBATCH --export=ALL,TRAIN_EPOCHS=3,EMPTY=\n"
+            'echo "epochs=$TRAIN_EPOCHS empty=[$EMPTY] path=${PATH:+set}"\n'
+        )
+        if way == "sbatch":
+            job_id = _sbatch(script)
+        else:
+            applied = apply_directives({}, script, api_version="v0.0.42", default_environment=DEFAULT_ENVIRONMENT)
+            job_id = make_hook(gateway).submit_job(applied.job, wrap_script(script)).job_id
+        submitted.append(job_id)
+        assert lab.final(job_id, timeout=120).return_code == 0
+        outputs[way] = host.read_text()
+        host.unlink()
+    assert outputs["ours"] == outputs["sbatch"] == "written before the job\nepochs=3 empty=[] path=set\n"
