@@ -103,12 +103,7 @@ def directive_lines(script: str) -> list[tuple[int, str]]:
 
 def _words(number: int, line: str) -> list[str]:
     """Split the text after ``#SBATCH`` as sbatch does: quotes, backslashes, and ``#`` starting a comment."""
-    text = line[len(MAGIC) :]
-    if text and not text[0].isspace():
-        raise ConfigurationError(
-            f"{_where(number, line)}: '#SBATCH' must be followed by a space and the options, "
-            f"e.g. '#SBATCH --partition=a3'. {_FIX}"
-        )
+    text = line[len(MAGIC) :]  # sbatch also reads "#SBATCH--time=5" (measured on 24.11)
     words: list[str] = []
     current: list[str] | None = None
     quote: str | None = None

@@ -277,9 +277,13 @@ def test_a_bad_or_inexpressible_line_is_refused_naming_the_line_and_the_fix(line
     assert "sbatch_directives=False" in str(raised.value) or "hetjob" in line
 
 
-def test_sbatch_glued_to_the_option_is_malformed() -> None:
-    with pytest.raises(ConfigurationError, match=r"must be followed by a space"):
-        read_directives("#!/bin/bash\n#SBATCH--time=5\n")
+def test_an_option_glued_to_sbatch_or_after_a_tab_is_read_as_sbatch_reads_it() -> None:
+    assert directive_fields("#!/bin/bash\n#SBATCH--time=5\n#SBATCH\t-J tabbed\n").fields == {
+        "time_limit": num(5),
+        "name": "tabbed",
+    }
+    with pytest.raises(ConfigurationError, match=r"'foo' is not an option"):
+        read_directives("#!/bin/bash\n#SBATCHfoo\n")
 
 
 def test_exclusive_topo_needs_v0_0_41_or_later() -> None:
