@@ -300,3 +300,38 @@ def test_export_and_open_mode_give_the_job_what_sbatch_gives_it(lab: Lab, gatewa
         outputs[way] = host.read_text()
         host.unlink()
     assert outputs["ours"] == outputs["sbatch"] == "written before the job\nepochs=3 empty=[] path=set\n"
+
+
+def test_signal_reaches_the_script_as_with_sbatch(lab: Lab, gateway: Any, submitted: list[int]) -> None:
+    """``--signal=B:USR1@50`` with a 1-minute limit: the batch script gets USR1 before its end, both ways.
+
+    Not in the job record, so judged by what the job does. Our path submits the script wrapped (the
+    operator's default): the wrapper, which is the batch shell, passes the signal on to the script.
+    Slurm sends warning signals from a periodic check, so this takes up to about 40 s.
+    """
+    from airflow_provider_slurmapi.slurm.job_output import wrap_script
+
+    chroot = LAB_DIR / "chroot"
+    started = {}
+    for way in ("sbatch", "ours"):
+        name = f"sbatch-contract-signal-{way}-{uuid.uuid4().hex[:8]}.out"
+        script = (
+            "#!/bin/bash\n"
+            f"#SBATCH --job-name={NAME}-signal --time=1 --signal=B:USR1@50 --output=/tmp/{name}\n"
+            "trap 'echo got USR1; exit 0' USR1\n"
+            "for i in $(seq 1 100); do sleep 1; done\n"
+            "echo no signal\n"
+        )
+        if way == "sbatch":
+            job_id = _sbatch(script)
+        else:
+            applied = apply_directives({}, script, api_version="v0.0.42", default_environment=DEFAULT_ENVIRONMENT)
+            job_id = make_hook(gateway).submit_job(applied.job, wrap_script(script)).job_id
+        submitted.append(job_id)
+        started[way] = (job_id, (chroot / "tmp" / name) if chroot.is_dir() else Path("/tmp") / name)
+    outputs = {}
+    for way, (job_id, path) in started.items():
+        record = lab.final(job_id, timeout=180)
+        outputs[way] = (record.state, path.read_text() if path.exists() else "")
+        path.unlink(missing_ok=True)
+    assert outputs["ours"] == outputs["sbatch"] == ("COMPLETED", "got USR1\n"), outputs
