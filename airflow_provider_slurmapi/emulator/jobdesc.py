@@ -153,6 +153,12 @@ def parse_gpus(tres: str) -> int:
     return total
 
 
+def _open_mode(job: JsonDict) -> str:
+    """``open_mode``: Slurm's flag list (``["APPEND"]``) or a single name."""
+    modes = _str_list(job, "open_mode") or ["truncate"]
+    return "append" if any(mode.lower() == "append" for mode in modes) else "truncate"
+
+
 def parse_submit(body: Any, version: str) -> tuple[JobRequest, list[JsonDict]]:
     """Validate a submit body; returns the request and the parser's warnings or raises SubmitRejected."""
     warnings: list[JsonDict] = []
@@ -204,7 +210,7 @@ def parse_submit(body: Any, version: str) -> tuple[JobRequest, list[JsonDict]]:
         stdout=_str(job, "standard_output") or None,
         stderr=_str(job, "standard_error") or None,
         stdin=_str(job, "standard_input") or None,
-        open_mode=(_str(job, "open_mode") or "truncate").lower(),
+        open_mode=_open_mode(job),
         time_limit=time_limit,
         min_nodes=_int(job, "minimum_nodes"),
         max_nodes=_int(job, "maximum_nodes"),

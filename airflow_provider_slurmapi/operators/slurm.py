@@ -27,7 +27,14 @@ from airflow_provider_slurmapi.slurm.errors import (
     SlurmApiError,
 )
 from airflow_provider_slurmapi.slurm.job_output import mentions_progress, wrap_script
-from airflow_provider_slurmapi.slurm.spec import CLOCK_SKEW_SECONDS, prepare_submission, task_comment, task_tag
+from airflow_provider_slurmapi.slurm.sbatch import apply_directives
+from airflow_provider_slurmapi.slurm.spec import (
+    CLOCK_SKEW_SECONDS,
+    DEFAULT_ENVIRONMENT,
+    prepare_submission,
+    task_comment,
+    task_tag,
+)
 from airflow_provider_slurmapi.slurm.states import JobState
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
 from airflow_provider_slurmapi.slurm.watch import (
@@ -112,6 +119,10 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     :param array_fail_fast: for a job array (``job={"array": "0-9%2"}``), cancel its remaining tasks at
         the first failed task. Either way the task waits for every task of the array and succeeds only
         when all of them COMPLETED.
+    :param sbatch_directives: read the ``#SBATCH`` lines at the top of the script, as ``sbatch`` does,
+        into job fields; a field also set in ``job`` keeps the ``job`` value (logged). An option the
+        REST API cannot express fails the task before anything is sent. ``False`` leaves the lines
+        as comments.
     """
 
     template_fields: Sequence[str] = ("job", "script", *CLUSTER_TEMPLATE_FIELDS)
@@ -144,6 +155,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         report_output: bool = True,
         log_progress: bool | None = None,
         array_fail_fast: bool = False,
+        sbatch_directives: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -160,6 +172,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         self.report_output = report_output
         self.log_progress = log_progress
         self.array_fail_fast = array_fail_fast
+        self.sbatch_directives = sbatch_directives
         self.job = job or {}
         self.script = script
         self.wait_for_completion = wait_for_completion
@@ -236,6 +249,15 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         map_index = -1 if map_index is None else int(map_index)
         tag = task_tag(ti.dag_id, ti.task_id, ti.run_id, map_index, key=tag_key())
         job_spec = dict(self.job)
+        if self.sbatch_directives:
+            directives = apply_directives(
+                job_spec, self.script, api_version=self.api_version, default_environment=DEFAULT_ENVIRONMENT
+            )
+            job_spec = directives.job
+            if directives.applied:
+                self.log.info("From the script's #SBATCH lines: %s.", ", ".join(directives.applied))
+            for note in directives.notes:
+                self.log.info("%s", note)
         if not job_spec.get("name"):
             job_spec["name"] = f"{ti.dag_id}.{ti.task_id}"
             self.log.info("job.name was not set; naming the Slurm job %r.", job_spec["name"])
