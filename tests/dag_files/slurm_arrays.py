@@ -38,6 +38,10 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "array": "0-3%2",
         "script": '#!/bin/bash\nsleep 1\nif [ "$SLURM_ARRAY_TASK_ID" = 2 ]; then exit 3; fi\n',
     },
+    "sbatch": {  # the array comes from the script's own #SBATCH line
+        "array": None,
+        "script": "#!/bin/bash\n#SBATCH --array=0-2%2\necho task $SLURM_ARRAY_TASK_ID\nsleep 1\n",
+    },
     "fail_fast": {
         "array": "0-5%2",
         "fail_fast": True,
@@ -57,7 +61,7 @@ for _name, _scenario in SCENARIOS.items():
                 "environment": ["PATH=/usr/local/bin:/usr/bin:/bin"],
                 "standard_output": f"{WORKDIR}/array-{_name}-%A_%a.out",
                 "time_limit": 5,
-                "array": _scenario["array"],
+                **({"array": _scenario["array"]} if _scenario["array"] else {}),
             },
             script=_scenario["script"],
             deferrable=DEFERRABLE,

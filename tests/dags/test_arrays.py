@@ -74,6 +74,17 @@ def test_array_succeeds_when_every_task_completed(
     assert {t["job_id"] for t in sent["array"]["tasks"]} == {t["job_id"] for t in tasks.values()}
 
 
+def test_sbatch_array_line_makes_an_array(
+    airflow_db: Any, gcp_connection: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "true")
+    state, _ = run_dag(load_dag("slurm_arrays.py", "sbatch"))
+    out = "".join(capfd.readouterr())
+    assert state == "success", out[-3000:]
+    assert sorted(tasks_of(gcp_connection, "array-sbatch")) == [0, 1, 2]
+    assert slurm_job_xcom("slurm_array_sbatch")["array"]["counts"] == {"COMPLETED": 3}
+
+
 def test_failed_task_is_named_with_state_reason_and_exit_code(
     mode: bool, airflow_db: Any, gcp_connection: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
