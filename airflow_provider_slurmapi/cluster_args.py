@@ -103,15 +103,22 @@ class SlurmClusterMixin:
             region=self.region, cluster_id=self.cluster_id, project_id=self.project_id, api_endpoint=self.api_endpoint
         )
 
-    def report_accounting(self, job_id: int, wait_seconds: float | None) -> dict[str, Any] | None:
+    def report_accounting(
+        self, job_id: int, wait_seconds: float | None, *, array: bool = False
+    ) -> dict[str, Any] | None:
         """Log the job's accounting summary in one line and return it for XCom (``None``: not asked for).
 
         Never fails the task: no record in time, an error, or an odd record only make the line say so.
+        A job array is not summed up (each task has its own record): the line says so.
         """
         if wait_seconds is None:
             return None
         from airflow_provider_slurmapi.slurm.accounting import not_recorded
 
+        if array:
+            line, value = not_recorded(job_id, 0.0, f"a job array: each task has its own record (sacct -j {job_id})")
+            self.log.info("%s", line)  # type: ignore[attr-defined]
+            return value
         try:
             line, value = self.hook.wait_for_accounting(job_id, max(0.0, float(wait_seconds)))
         except Exception as exc:  # a summary is a courtesy: it must not fail a job's task

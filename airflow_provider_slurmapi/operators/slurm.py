@@ -30,7 +30,14 @@ from airflow_provider_slurmapi.slurm.errors import (
     SlurmApiError,
 )
 from airflow_provider_slurmapi.slurm.job_output import mentions_progress, wrap_script
-from airflow_provider_slurmapi.slurm.spec import CLOCK_SKEW_SECONDS, prepare_submission, task_comment, task_tag
+from airflow_provider_slurmapi.slurm.sbatch import apply_directives
+from airflow_provider_slurmapi.slurm.spec import (
+    CLOCK_SKEW_SECONDS,
+    DEFAULT_ENVIRONMENT,
+    prepare_submission,
+    task_comment,
+    task_tag,
+)
 from airflow_provider_slurmapi.slurm.states import JobState
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
 from airflow_provider_slurmapi.slurm.watch import (
@@ -112,6 +119,13 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         unchanged with its own interpreter. ``False`` submits the script byte for byte.
     :param log_progress: log each new progress message of the job (``Slurm job 4242: epoch 3/10``).
         Default: when ``report_output`` and the script calls ``slurm_progress`` or sets ``Extra=``.
+    :param array_fail_fast: for a job array (``job={"array": "0-9%2"}``), cancel its remaining tasks at
+        the first failed task. Either way the task waits for every task of the array and succeeds only
+        when all of them COMPLETED.
+    :param sbatch_directives: read the ``#SBATCH`` lines at the top of the script, as ``sbatch`` does,
+        into job fields; a field also set in ``job`` keeps the ``job`` value (logged). An option the
+        REST API cannot express fails the task before anything is sent. ``False`` leaves the lines
+        as comments.
     :param accounting_wait_seconds: when the job has ended, how long to wait for its record in the
         accounting history (slurmdbd lags a little) for the summary logged in one line and put in XCom
         ``slurm_job["accounting"]``: elapsed time, nodes, allocated TRES, node- and GPU-hours, MaxRSS,
@@ -147,6 +161,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
         report_output: bool = True,
         log_progress: bool | None = None,
+        array_fail_fast: bool = False,
+        sbatch_directives: bool = True,
         accounting_wait_seconds: float | None = DEFAULT_ACCOUNTING_WAIT_SECONDS,
         **kwargs: Any,
     ) -> None:
@@ -163,6 +179,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         self.outage_tolerance_seconds = outage_tolerance_seconds
         self.report_output = report_output
         self.log_progress = log_progress
+        self.array_fail_fast = array_fail_fast
+        self.sbatch_directives = sbatch_directives
         self.accounting_wait_seconds = accounting_wait_seconds
         self.job = job or {}
         self.script = script
@@ -242,6 +260,15 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         map_index = -1 if map_index is None else int(map_index)
         tag = task_tag(ti.dag_id, ti.task_id, ti.run_id, map_index, key=tag_key())
         job_spec = dict(self.job)
+        if self.sbatch_directives:
+            directives = apply_directives(
+                job_spec, self.script, api_version=self.api_version, default_environment=DEFAULT_ENVIRONMENT
+            )
+            job_spec = directives.job
+            if directives.applied:
+                self.log.info("From the script's #SBATCH lines: %s.", ", ".join(directives.applied))
+            for note in directives.notes:
+                self.log.info("%s", note)
         if not job_spec.get("name"):
             job_spec["name"] = f"{ti.dag_id}.{ti.task_id}"
             self.log.info("job.name was not set; naming the Slurm job %r.", job_spec["name"])
@@ -284,7 +311,10 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         dag_run = context.get("dag_run")
         started = getattr(dag_run, "start_date", None)
         since = int(started.timestamp()) - CLOCK_SKEW_SECONDS if started is not None else None
-        return self.hook.find_job_by_tag(tag, name=name, since=since)
+        found = self.hook.find_job_by_tag(tag, name=name, since=since)
+        if found is not None and found.array_job_id and found.array is None:  # one task's record: read the array
+            return self.hook.get_job(found.array_job_id) or found
+        return found
 
     def _stored_job_id(self, context: Context) -> int | None:
         """The job id an earlier try stored: task state store (Airflow 3.3+), else its XCom if it survived."""
@@ -315,6 +345,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             missing_grace_seconds=self.missing_grace_seconds,
             outage_tolerance_seconds=self.outage_tolerance_seconds,
             log_progress=self._log_progress,
+            array_fail_fast=self.array_fail_fast,
         )
         step = self._look(watch, job_id)
         if step.finished and step.job is not None:
@@ -333,6 +364,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
                     deadline=deadline,
                     last_seen=step.job.to_dict() if step.job is not None else None,
                     log_progress=self._log_progress,
+                    array_fail_fast=self.array_fail_fast,
                     **self.cluster_kwargs(),
                 ),
                 method_name="execute_complete",
@@ -354,6 +386,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         else:
             step = watch.observe(job)
         step.log_to(self.log, redact_text)
+        if step.cancel_array:
+            self.hook.cancel_job(job_id)
         return step
 
     @fails_fast
@@ -378,7 +412,9 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         self._job_over = True
         self.job_id = job.job_id
         record = job.to_dict()
-        record["accounting"] = self.report_accounting(job.job_id, self.accounting_wait_seconds)
+        record["accounting"] = self.report_accounting(
+            job.job_id, self.accounting_wait_seconds, array=job.array is not None
+        )
         context["ti"].xcom_push(key=JOB_XCOM_KEY, value=record)
         if not job.succeeded:
             raise AirflowException(redact_text(job.failure_message(output_expected=self.report_output)))

@@ -57,6 +57,8 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
     :param outage_tolerance_seconds: how long the wait rides out an API outage (UNAVAILABLE, 5xx, no
         connection; warned about every few minutes) before the task fails. Permanent errors fail at once.
     :param log_progress: log each new progress message the job sets (``slurm_progress``, ``Extra=``).
+    :param array_fail_fast: when ``job_id`` is a job array, cancel its remaining tasks at the first
+        failed task. The sensor waits for every task of an array and succeeds when all COMPLETED.
     :param accounting_wait_seconds: once the job has ended, how long to wait for its accounting record
         (slurmdbd lags a little): its summary is logged in one line and pushed with the job to XCom
         ``slurm_job`` (key ``accounting``). ``None``: no summary. Never fails the task.
@@ -81,6 +83,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
         outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
         log_progress: bool = False,
+        array_fail_fast: bool = False,
         accounting_wait_seconds: float | None = DEFAULT_ACCOUNTING_WAIT_SECONDS,
         **kwargs: Any,
     ) -> None:
@@ -100,6 +103,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         self.missing_grace_seconds = missing_grace_seconds
         self.outage_tolerance_seconds = outage_tolerance_seconds
         self.log_progress = log_progress
+        self.array_fail_fast = array_fail_fast
         self.accounting_wait_seconds = accounting_wait_seconds
         self._watch: JobWatch | None = None
 
@@ -125,6 +129,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
                 deadline=deadline,
                 last_seen=last.to_dict() if last is not None else None,
                 log_progress=self.log_progress,
+                array_fail_fast=self.array_fail_fast,
                 **self.cluster_kwargs(),
             ),
             method_name="execute_complete",
@@ -165,7 +170,8 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
     def _push_job(self, context: Context, record: dict[str, Any]) -> None:
         """XCom ``slurm_job``: the finished job, with its accounting summary (also logged)."""
         job_id = parse_job_id(self.job_id)
-        record = {**record, "accounting": self.report_accounting(job_id, self.accounting_wait_seconds)}
+        array = record.get("array") is not None
+        record = {**record, "accounting": self.report_accounting(job_id, self.accounting_wait_seconds, array=array)}
         context["ti"].xcom_push(key=JOB_XCOM_KEY, value=record)
 
     def _new_watch(self, job_id: int, saved: object = None) -> JobWatch:
@@ -176,6 +182,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
             missing_grace_seconds=self.missing_grace_seconds,
             outage_tolerance_seconds=self.outage_tolerance_seconds,
             log_progress=self.log_progress,
+            array_fail_fast=self.array_fail_fast,
         )
 
     def _look(self, watch: JobWatch, job_id: int, *, quiet: bool = False) -> WatchStep:
@@ -192,6 +199,8 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
                 self.log.info("%s", redact_text(step.progress))
         else:
             step.log_to(self.log, redact_text)
+        if step.cancel_array:
+            self.hook.cancel_job(job_id)
         return step
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
