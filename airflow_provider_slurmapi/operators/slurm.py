@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException, BaseOperator, redact_text
+from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException, BaseOperator, conf, redact_text
 from airflow_provider_slurmapi.cluster_args import (
     CLUSTER_TEMPLATE_FIELDS,
     SlurmClusterMixin,
@@ -27,7 +27,14 @@ from airflow_provider_slurmapi.slurm.errors import (
     SlurmApiError,
 )
 from airflow_provider_slurmapi.slurm.job_output import mentions_progress, wrap_script
-from airflow_provider_slurmapi.slurm.spec import CLOCK_SKEW_SECONDS, prepare_submission, task_comment, task_tag
+from airflow_provider_slurmapi.slurm.spec import (
+    CLOCK_SKEW_SECONDS,
+    add_environment,
+    environment_names,
+    prepare_submission,
+    task_comment,
+    task_tag,
+)
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
 from airflow_provider_slurmapi.slurm.watch import (
     DEFAULT_MISSING_GRACE_SECONDS,
@@ -105,6 +112,11 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         unchanged with its own interpreter. ``False`` submits the script byte for byte.
     :param log_progress: log each new progress message of the job (``Slurm job 4242: epoch 3/10``).
         Default: when ``report_output`` and the script calls ``slurm_progress`` or sets ``Extra=``.
+    :param openlineage_inject_parent_job_info: put this task's OpenLineage run (and its DAG run, the
+        root) into the job's environment (``OPENLINEAGE_PARENT_ID``...), so training code that emits
+        lineage links to the task. Default: ``[openlineage] spark_inject_parent_job_info``, as the
+        Dataproc and Spark operators. Needs ``apache-airflow-providers-openlineage``; without it the
+        job runs without them (logged). Variables the job already sets are kept.
     """
 
     template_fields: Sequence[str] = ("job", "script", *CLUSTER_TEMPLATE_FIELDS)
@@ -136,6 +148,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
         report_output: bool = True,
         log_progress: bool | None = None,
+        openlineage_inject_parent_job_info: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -159,8 +172,14 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         self.cancel_on_kill = cancel_on_kill
         self.reattach_on_restart = reattach_on_restart
         self.missing_grace_seconds = missing_grace_seconds
+        if openlineage_inject_parent_job_info is None:
+            openlineage_inject_parent_job_info = conf.getboolean(
+                "openlineage", "spark_inject_parent_job_info", fallback=False
+            )
+        self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
         self.job_id: int | None = None
         self._job_over = False
+        self._last_job: SlurmJob | None = None
 
     # -- the script file -------------------------------------------------------------------------
     def resolve_template_files(self) -> None:
@@ -198,6 +217,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         if not job_spec.get("name"):
             job_spec["name"] = f"{ti.dag_id}.{ti.task_id}"
             self.log.info("job.name was not set; naming the Slurm job %r.", job_spec["name"])
+        if self.openlineage_inject_parent_job_info:
+            job_spec = self._with_parent_run(context, job_spec)
         # A bad spec fails here, before any call: nothing is looked up or sent.
         prepare_submission(job_spec, self.script)
         # What is sent, so what the 1 MB request limit counts: the wrapped script, or yours byte for byte.
@@ -237,6 +258,34 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         if not self.wait_for_completion:
             return job_id
         return self._wait(context, job_id)
+
+    def _with_parent_run(self, context: Context, job_spec: dict[str, Any]) -> dict[str, Any]:
+        """``job_spec`` with this task's OpenLineage run in its environment, when the provider is installed."""
+        from airflow_provider_slurmapi.lineage import PARENT_ENV_PREFIXES, parent_run_environment
+
+        try:
+            names = environment_names(job_spec)
+        except ConfigurationError:
+            return job_spec  # prepare_submission says what is wrong with the environment
+        if any(name.startswith(PARENT_ENV_PREFIXES) for name in names):
+            self.log.info("job.environment already sets OpenLineage parent variables; not adding this task's run.")
+            return job_spec
+        try:
+            variables = parent_run_environment(context)
+        except Exception as exc:  # lineage must never fail the job it describes
+            self.log.warning("Could not build this task's OpenLineage run (%s); the job gets no parent run.", exc)
+            return job_spec
+        if variables is None:
+            self.log.info(
+                "openlineage_inject_parent_job_info is on, but apache-airflow-providers-openlineage is not "
+                "installed: the job gets no parent run."
+            )
+            return job_spec
+        self.log.info(
+            "OpenLineage parent run in the job's environment: OPENLINEAGE_PARENT_ID=%s",
+            variables["OPENLINEAGE_PARENT_ID"],
+        )
+        return add_environment(job_spec, variables)
 
     def _previous_job(self, context: Context, tag: str, name: str | None) -> SlurmJob | None:
         """The job an earlier try of this task instance started, by the narrowest means that answers.
@@ -343,6 +392,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     def _finish(self, context: Context, job: SlurmJob) -> int:
         self._job_over = True
         self.job_id = job.job_id
+        self._last_job = job
         context["ti"].xcom_push(key=JOB_XCOM_KEY, value=job.to_dict())
         if not job.succeeded:
             raise AirflowException(redact_text(job.failure_message(output_expected=self.report_output)))
@@ -351,6 +401,15 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         if report:
             self.log.debug("%s", redact_text(report))
         return job.job_id
+
+    # -- lineage ----------------------------------------------------------------------------------
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The run facet ``slurmJob``: the cluster and the job (called by the OpenLineage listener)."""
+        return self.slurm_job_lineage(self.job_id, self._last_job)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """As on completion; no job id when the task failed before a job existed."""
+        return self.slurm_job_lineage(self.job_id, self._last_job)
 
     # -- kill -------------------------------------------------------------------------------------
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
