@@ -28,7 +28,11 @@ CLUSTER = {
 WORKDIR = os.environ.get("SLURMAPI_WORKDIR", "/tmp")
 DEFERRABLE = os.environ.get("SLURMAPI_DEFERRABLE", "true").lower() != "false"
 POLL = float(os.environ.get("SLURMAPI_POLL_INTERVAL", "1"))
-JOB = {"partition": "debug", "current_working_directory": WORKDIR, "environment": {"PATH": "/usr/bin:/bin", "OWN": "kept"}}
+JOB = {
+    "partition": "debug",
+    "current_working_directory": WORKDIR,
+    "environment": {"PATH": "/usr/bin:/bin", "OWN": "kept"},
+}
 DUMP_ENV = '#!/bin/bash\nprintenv > "env-$SLURM_JOB_ID.txt"\n'
 
 DAGS: dict[str, Any] = {}
