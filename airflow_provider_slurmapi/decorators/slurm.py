@@ -3,7 +3,12 @@
 As ``@task.bash`` returns a command, the function returns the script (or a path ending in ``.sh`` of
 the DAG folder); the decorator's keyword arguments are those of :class:`SlurmSubmitJobOperator`
 (``job``, ``region``, ``cluster_id``, ``deferrable``...). The function runs on the worker when the
-task starts; the returned script is rendered as a Jinja template, as an inline ``script=`` is.
+task starts.
+
+The returned text is submitted as it is, not rendered by Jinja (``@task.bash`` renders its command):
+the function already has its arguments rendered and any context key it names, and a value it was
+given (``dag_run.conf`` is anyone's to set) must never be evaluated as a template. A returned path
+is read from the DAG folder and rendered, as ``script="train.sh"`` is: that file is the DAG's own.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
-from airflow_provider_slurmapi.operators.slurm import SlurmSubmitJobOperator
+from airflow_provider_slurmapi.operators.slurm import SlurmSubmitJobOperator, is_script_path
 from airflow_provider_slurmapi.slurm.errors import ConfigurationError
 
 if AIRFLOW_V_3_0_PLUS:
@@ -91,9 +96,8 @@ class _SlurmDecoratedOperator(DecoratedOperator, SlurmSubmitJobOperator):  # typ
         if not script.strip():
             raise ConfigurationError(f"@task.slurm function {name!r} returned an empty script. {SCRIPT_HINT}")
         self.script = script
-        # Only the script is rendered now: the other fields were rendered before execute, and
-        # rendering them twice would evaluate template text that a rendered value carries.
-        self._do_render_template_fields(self, ("script",), context, self.get_template_env(), set())
+        if is_script_path(script):  # the DAG's own file: read and rendered as script="train.sh" is
+            self._do_render_template_fields(self, ("script",), context, self.get_template_env(), set())
         return super().execute(context)
 
 

@@ -90,7 +90,8 @@ with DAG(
     start_date=datetime(2026, 1, 1),
     schedule=None,
     catchup=False,
-    params={"model": "tiny"},
+    # A value that looks like a template stays text: the returned script is not rendered.
+    params={"model": "tiny{{ 7 * 7 }}"},
 ) as dag:
 
     @task
@@ -104,7 +105,12 @@ with DAG(
             f'echo "model={model} rate={rate} ds={ds} task={{{{ ti.task_id }}}}" > "train-$SLURM_JOB_ID.txt"\n'
         )
 
+    @task.slurm(job={**JOB, "name": "taskflow-file"}, deferrable=DEFERRABLE, poll_interval=POLL, **CLUSTER)
+    def from_file() -> str:
+        return "train_step.sh"
+
     train(model="{{ params.model }}", rate=learning_rate())
+    from_file()
 DAGS["taskflow"] = dag
 
 with DAG(

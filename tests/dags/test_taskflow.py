@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import load_dag, run_dag
+from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
+from tests.conftest import CLUSTER, load_dag, run_dag
 
 
 @pytest.fixture(params=[True, False], ids=["deferrable", "sync"])
@@ -38,13 +39,18 @@ def test_task_slurm_runs_the_returned_script(
     state, tasks = run_dag(load_dag("slurm_lineage.py", "taskflow"))
     out = "".join(capfd.readouterr())
     assert state == "success", (tasks, out[-3000:])
-    assert tasks == {"learning_rate": "success", "train": "success"}
-    [job] = [job for job in gcp_connection.jobs() if job["name"] == "taskflow-train"]
-    assert job["state"] == "COMPLETED"
-    written = (Path(gcp_connection.config.workdir) / f"train-{job['job_id']}.txt").read_text()
-    # The upstream task's XCom, the rendered param, a context value, and the script's own template.
-    assert written.startswith("model=tiny rate=0.125 ds=20")
-    assert written.rstrip().endswith("task=train")
+    assert tasks == {"learning_rate": "success", "train": "success", "from_file": "success"}
+    jobs = {job["name"]: job for job in gcp_connection.jobs()}
+    assert jobs["taskflow-train"]["state"] == jobs["taskflow-file"]["state"] == "COMPLETED"
+    written = (Path(gcp_connection.config.workdir) / f"train-{jobs['taskflow-train']['job_id']}.txt").read_text()
+    # The upstream task's XCom, the rendered param and a context value reach the function; the
+    # script it returns is submitted as is: template text in a value is never evaluated.
+    assert written.startswith("model=tiny{{ 7 * 7 }} rate=0.125 ds=20")
+    assert written.rstrip().endswith("task={{ ti.task_id }}")
+    # A returned path is the DAG folder's file, rendered as script="train_step.sh" is.
+    record = SlurmApiHook(**CLUSTER).get_job(jobs["taskflow-file"]["job_id"])
+    assert record is not None and record.stdout
+    assert Path(record.stdout).read_text() == "rendered for slurm_taskflow/from_file\n"
     # Deferred, the wait ran in the trigger's shared poller (``jobs/state``); in sync mode, on the worker.
     assert ("jobs-state" in gcp_connection.calls()["by_kind"]) is mode
 
