@@ -42,12 +42,15 @@ $(VENV3X)/.installed: pyproject.toml
 demo: install
 	$(PY) scripts/demo.py
 
-## The whole suite: lint, unit, emulator, Airflow DAG runs, real Slurm (brings the lab up), a real
-## Airflow deployment, then Airflow 2.11.
+## The whole suite: lint, unit, emulator, Airflow DAG runs, real Slurm (brings the lab up), then a real
+## Airflow deployment on 3.3, on the newest 3.x before 3.3 and on 2.11, and the DAG tests on 2.11.
+## The 2.11 DAG tests (CPU, the emulator) run beside the 3.x deployment (mostly waiting on Slurm
+## jobs): CI stays within its time. Deployments never run beside each other: the lab has 2 CPUs.
 test: install lint slurm-lab-up
 	@eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider -m "not deployment"
 	$(MAKE) test-deployment
-	$(MAKE) test-airflow2
+	$(MAKE) -j2 --output-sync=target test-deployment-airflow3x test-airflow2
+	$(MAKE) test-deployment-airflow2
 
 ## A real deployment (PostgreSQL; api-server, scheduler, dag-processor, triggerer as processes) on the
 ## real Slurm lab, driven through the REST API; prints the FIGURE lines it measures.
@@ -71,7 +74,7 @@ deployment-deps:
 
 ## The hook, DAG and fault tests again on Airflow 2.11 (the 3.x-only trigger-runner tests excluded).
 test-airflow2: $(VENV2)/.installed
-	$(PY2) -m pytest -q -p no:cacheprovider -m "not slurm" tests/unit tests/hooks tests/emulator tests/dags tests/faults/test_fault_matrix.py tests/faults/test_outage.py
+	$(PY2) -m pytest -q -p no:cacheprovider -m "not slurm" tests/unit tests/hooks tests/emulator tests/dags tests/faults/test_fault_matrix.py tests/faults/test_outage.py tests/faults/test_clear_race.py
 
 ## Everything but real Slurm.
 test-fast: install

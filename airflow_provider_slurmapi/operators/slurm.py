@@ -35,6 +35,7 @@ from airflow_provider_slurmapi.slurm.spec import (
     task_comment,
     task_tag,
 )
+from airflow_provider_slurmapi.slurm.states import JobState
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
 from airflow_provider_slurmapi.slurm.watch import (
     DEFAULT_MISSING_GRACE_SECONDS,
@@ -88,7 +89,10 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     Each job's ``comment`` carries a tag naming its task instance (``airflow dag=... task=... run=...
     airflow-ti=<hash>``; a comment you set is kept, the tag appended). With ``reattach_on_restart``, a
     retry or a restarted worker first looks for this task instance's job: pending or running, it waits
-    on it; completed, it succeeds with its id; failed or cancelled, it submits anew.
+    on it; completed, it succeeds with its id; failed or cancelled (even while still completing), it
+    submits anew. A job it waits on that is then cancelled (clearing a deferred task on Airflow 3.3+
+    cancels the earlier try's job from the triggerer, maybe after the new try found it running) is
+    replaced by one new job, once.
 
     :param job: Slurm job description fields, named as Slurm names them (``name``, ``partition``,
         ``tres_per_node``, ``time_limit`` in minutes or ``{"set": True, "number": N}``...). Templated.
@@ -210,20 +214,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     def execute(self, context: Context) -> int:
         self.check_cluster_args()
         ti = context["ti"]
-        map_index = getattr(ti, "map_index", -1)
-        map_index = -1 if map_index is None else int(map_index)
-        tag = task_tag(ti.dag_id, ti.task_id, ti.run_id, map_index, key=tag_key())
-        job_spec = dict(self.job)
-        if not job_spec.get("name"):
-            job_spec["name"] = f"{ti.dag_id}.{ti.task_id}"
-            self.log.info("job.name was not set; naming the Slurm job %r.", job_spec["name"])
-        if self.openlineage_inject_parent_job_info:
-            job_spec = self._with_parent_run(context, job_spec)
-        # A bad spec fails here, before any call: nothing is looked up or sent.
-        prepare_submission(job_spec, self.script)
-        # What is sent, so what the 1 MB request limit counts: the wrapped script, or yours byte for byte.
-        script = wrap_script(self.script) if self.report_output else self.script
-
+        tag, job_spec, script = self._submission(context)
         previous = self._previous_job(context, tag, job_spec.get("name")) if self.reattach_on_restart else None
         if previous is not None and previous.succeeded:
             self.log.info(
@@ -234,7 +225,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             )
             ti.xcom_push(key=JOB_ID_XCOM_KEY, value=previous.job_id)
             return self._finish(context, previous)
-        if previous is not None and not previous.is_finished:
+        adopted = previous is not None and not previous.state_info.has_ended
+        if previous is not None and adopted:
             self.log.info(
                 "Reattaching to Slurm job %s of this task instance (%s), submitted by an earlier try.",
                 previous.job_id,
@@ -244,20 +236,43 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         else:
             if previous is not None:
                 self.log.info("Earlier Slurm job %s %s; submitting a new one.", previous.job_id, previous.describe())
-            comment = task_comment(tag, ti.dag_id, ti.task_id, ti.run_id, map_index)
-            earlier = previous.job_id if previous is not None else None
-            result = self.hook.submit_job(job_spec, script, tag=tag, comment=comment, earlier_job_id=earlier)
-            for warning in result.warnings:
-                self.log.warning("Slurm accepted job %s with a warning: %s", result.job_id, warning)
-            job_id = result.job_id
-            store = context.get("task_state_store")
-            if store is not None:
-                store.set(JOB_ID_STATE_KEY, job_id)
+            job_id = self._submit(context, tag, job_spec, script, earlier=previous.job_id if previous else None)
         self.job_id = job_id
         ti.xcom_push(key=JOB_ID_XCOM_KEY, value=job_id)
         if not self.wait_for_completion:
             return job_id
-        return self._wait(context, job_id)
+        return self._wait(context, job_id, adopted=adopted)
+
+    def _submission(self, context: Context) -> tuple[str, dict[str, Any], str]:
+        """This task instance's tag, job description and script as sent; a bad spec fails here, before any call."""
+        ti = context["ti"]
+        map_index = getattr(ti, "map_index", -1)
+        map_index = -1 if map_index is None else int(map_index)
+        tag = task_tag(ti.dag_id, ti.task_id, ti.run_id, map_index, key=tag_key())
+        job_spec = dict(self.job)
+        if not job_spec.get("name"):
+            job_spec["name"] = f"{ti.dag_id}.{ti.task_id}"
+            self.log.info("job.name was not set; naming the Slurm job %r.", job_spec["name"])
+        if self.openlineage_inject_parent_job_info:
+            job_spec = self._with_parent_run(context, job_spec)
+        prepare_submission(job_spec, self.script)
+        # What is sent, so what the 1 MB request limit counts: the wrapped script, or yours byte for byte.
+        script = wrap_script(self.script) if self.report_output else self.script
+        return tag, job_spec, script
+
+    def _submit(self, context: Context, tag: str, job_spec: dict[str, Any], script: str, *, earlier: int | None) -> int:
+        """Submit a new job for this task instance and remember its id where a retry looks first."""
+        ti = context["ti"]
+        map_index = getattr(ti, "map_index", -1)
+        map_index = -1 if map_index is None else int(map_index)
+        comment = task_comment(tag, ti.dag_id, ti.task_id, ti.run_id, map_index)
+        result = self.hook.submit_job(job_spec, script, tag=tag, comment=comment, earlier_job_id=earlier)
+        for warning in result.warnings:
+            self.log.warning("Slurm accepted job %s with a warning: %s", result.job_id, warning)
+        store = context.get("task_state_store")
+        if store is not None:
+            store.set(JOB_ID_STATE_KEY, result.job_id)
+        return result.job_id
 
     def _with_parent_run(self, context: Context, job_spec: dict[str, Any]) -> dict[str, Any]:
         """``job_spec`` with this task's OpenLineage run in its environment, when the provider is installed."""
@@ -331,7 +346,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             return self.log_progress
         return self.report_output and isinstance(self.script, str) and mentions_progress(self.script)
 
-    def _wait(self, context: Context, job_id: int) -> int:
+    def _wait(self, context: Context, job_id: int, *, adopted: bool = False) -> int:
+        """Wait for the job; ``adopted`` when an earlier try submitted it (see :meth:`_finish`)."""
         watch = JobWatch(
             job_id,
             missing_grace_seconds=self.missing_grace_seconds,
@@ -340,7 +356,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         )
         step = self._look(watch, job_id)
         if step.finished and step.job is not None:
-            return self._finish(context, step.job)
+            return self._finish(context, step.job, adopted=adopted)
         if self.deferrable:
             from airflow_provider_slurmapi.triggers.slurm import SlurmJobTrigger
 
@@ -358,13 +374,14 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
                     **self.cluster_kwargs(),
                 ),
                 method_name="execute_complete",
+                kwargs={"adopted": True} if adopted else None,
                 timeout=backstop,
             )
         while not step.finished:
             time.sleep(self.poll_interval)
             step = self._look(watch, job_id)
         assert step.job is not None
-        return self._finish(context, step.job)
+        return self._finish(context, step.job, adopted=adopted)
 
     def _look(self, watch: JobWatch, job_id: int) -> WatchStep:
         """One poll: the watch judges the answer, or the error (an outage is waited out, up to its budget)."""
@@ -377,7 +394,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         step.log_to(self.log, redact_text)
         return step
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> int:
+    def execute_complete(self, context: Context, event: dict[str, Any], adopted: bool = False) -> int:
         """Resume after the trigger fired: succeed on COMPLETED, else fail with Slurm's reason."""
         self.job_id = int(event["job_id"])
         if event.get("status") == "error":
@@ -387,9 +404,11 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             raise AirflowException(str(event.get("message")))
         from airflow_provider_slurmapi.slurm.job import SlurmJob
 
-        return self._finish(context, SlurmJob.from_dict(event["job"]))
+        return self._finish(context, SlurmJob.from_dict(event["job"]), adopted=adopted)
 
-    def _finish(self, context: Context, job: SlurmJob) -> int:
+    def _finish(self, context: Context, job: SlurmJob, *, adopted: bool = False) -> int:
+        if adopted and job.is_finished and job.state is JobState.CANCELLED:
+            return self._replace_cancelled(context, job)
         self._job_over = True
         self.job_id = job.job_id
         self._last_job = job
@@ -401,6 +420,26 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         if report:
             self.log.debug("%s", redact_text(report))
         return job.job_id
+
+    def _replace_cancelled(self, context: Context, job: SlurmJob) -> int:
+        """An earlier try's job, cancelled after this try reattached to it: submit this try's own job.
+
+        Clearing a deferred task on Airflow 3.3+ cancels its job from the triggerer while the new try
+        may already be starting: a new try can see the job still running, reattach, and then see it
+        cancelled. The cancel was meant for the earlier try, so this try submits its own job, once
+        (a job it submitted itself is never replaced). A job cancelled by hand during such a try is
+        replaced too, as a retry after a cancel would.
+        """
+        self.log.warning(
+            "Slurm job %s of an earlier try was cancelled after this try reattached to it (%s); submitting a new one.",
+            job.job_id,
+            job.describe(),
+        )
+        tag, job_spec, script = self._submission(context)
+        job_id = self._submit(context, tag, job_spec, script, earlier=job.job_id)
+        self.job_id = job_id
+        context["ti"].xcom_push(key=JOB_ID_XCOM_KEY, value=job_id)
+        return self._wait(context, job_id)
 
     # -- lineage ----------------------------------------------------------------------------------
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:

@@ -53,6 +53,8 @@ FINISHED_STATES = frozenset(
 _NOT_OVER_FLAGS = frozenset(
     {"COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT", "RESIZING", "STAGE_OUT"}
 )
+# Of those, the ones after which the job runs again (COMPLETING only means its epilog still runs).
+_RUNS_AGAIN_FLAGS = _NOT_OVER_FLAGS - {"COMPLETING"}
 _BASE_NAMES = {state.value for state in JobState}
 # Old single-string names and CLI abbreviations seen in the wild.
 _ALIASES = {"CANCELED": "CANCELLED", "OOM": "OUT_OF_MEMORY", "CD": "COMPLETED", "PD": "PENDING", "R": "RUNNING"}
@@ -69,6 +71,14 @@ class JobStateInfo:
     def is_finished(self) -> bool:
         """True once the job is over for good: a finished base state and no COMPLETING/REQUEUE flag."""
         return self.state.is_finished and not (_NOT_OVER_FLAGS & set(self.flags))
+
+    @property
+    def has_ended(self) -> bool:
+        """True once the job will not run again, though its epilog may still run (``CANCELLED+COMPLETING``).
+
+        What a retry needs to know: such a job is not one to wait on, even before it is over for good.
+        """
+        return self.state.is_finished and not (_RUNS_AGAIN_FLAGS & set(self.flags))
 
     def __str__(self) -> str:
         return "+".join([self.state.value, *self.flags])

@@ -91,22 +91,24 @@ def test_held_job_reason() -> None:
 
 
 @pytest.mark.parametrize(
-    ("raw", "state", "flags", "finished"),
+    ("raw", "state", "flags", "finished", "ended"),
     [
-        (["RUNNING"], "RUNNING", (), False),
-        (["COMPLETED"], "COMPLETED", (), True),
-        (["COMPLETED", "COMPLETING"], "COMPLETED", ("COMPLETING",), False),
-        (["PENDING", "REQUEUED"], "PENDING", ("REQUEUED",), False),
-        ("CANCELLED", "CANCELLED", (), True),  # v0.0.39 and older: one string
-        ("FAILED,COMPLETING", "FAILED", ("COMPLETING",), False),
-        (["OUT_OF_MEMORY"], "OUT_OF_MEMORY", (), True),
-        (["SOMETHING_NEW"], "UNKNOWN", ("SOMETHING_NEW",), False),
-        (None, "UNKNOWN", (), False),
+        (["RUNNING"], "RUNNING", (), False, False),
+        (["COMPLETED"], "COMPLETED", (), True, True),
+        (["COMPLETED", "COMPLETING"], "COMPLETED", ("COMPLETING",), False, True),
+        (["CANCELLED", "COMPLETING"], "CANCELLED", ("COMPLETING",), False, True),  # epilog runs; never runs again
+        (["PENDING", "REQUEUED"], "PENDING", ("REQUEUED",), False, False),
+        (["FAILED", "REQUEUED"], "FAILED", ("REQUEUED",), False, False),  # goes back to PENDING
+        ("CANCELLED", "CANCELLED", (), True, True),  # v0.0.39 and older: one string
+        ("FAILED,COMPLETING", "FAILED", ("COMPLETING",), False, True),
+        (["OUT_OF_MEMORY"], "OUT_OF_MEMORY", (), True, True),
+        (["SOMETHING_NEW"], "UNKNOWN", ("SOMETHING_NEW",), False, False),
+        (None, "UNKNOWN", (), False, False),
     ],
 )
-def test_state_parsing(raw: object, state: str, flags: tuple[str, ...], finished: bool) -> None:
+def test_state_parsing(raw: object, state: str, flags: tuple[str, ...], finished: bool, ended: bool) -> None:
     info = parse_job_state(raw)  # type: ignore[arg-type]
-    assert (info.state.value, info.flags, info.is_finished) == (state, flags, finished)
+    assert (info.state.value, info.flags, info.is_finished, info.has_ended) == (state, flags, finished, ended)
 
 
 def test_transitions_are_logged_once() -> None:
