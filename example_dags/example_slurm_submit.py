@@ -28,7 +28,11 @@ CLUSTER = {
 PARTITION = os.environ.get("SLURMAPI_PARTITION", "a3")
 DEFERRABLE = os.environ.get("SLURMAPI_DEFERRABLE", "true").lower() != "false"
 
+# The #SBATCH lines are read as sbatch reads them (sbatch_directives=True, the default); a field also
+# set in job= keeps the job= value.
 TRAIN_SCRIPT = """#!/bin/bash
+#SBATCH --gpus-per-node=8
+#SBATCH --time=12:00:00
 # A stand-in for `srun python train.py`: prints what Slurm gave the job.
 echo "training {{ params.model }} as Slurm job $SLURM_JOB_ID on $(hostname)"
 for epoch in 1 2 3; do echo "epoch $epoch"; sleep {{ params.epoch_seconds }}; done
@@ -48,8 +52,6 @@ with DAG(
         job={
             "name": "train-{{ params.model }}",
             "partition": PARTITION,
-            "tres_per_node": "gres/gpu:8",
-            "time_limit": "12:00:00",
             "current_working_directory": os.environ.get("SLURMAPI_WORKDIR", "/tmp"),
             "environment": {"PATH": "/usr/local/bin:/usr/bin:/bin", "MODEL": "{{ params.model }}"},
         },

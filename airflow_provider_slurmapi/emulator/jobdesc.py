@@ -50,6 +50,7 @@ class JobRequest:
     tres_per_job: str = ""
     gpus: int = 0
     hold: bool = False
+    array: str | None = None  # a job array: "0-9%2"
     argv: list[str] = field(default_factory=list)
     raw: JsonDict = field(default_factory=dict)
 
@@ -152,6 +153,12 @@ def parse_gpus(tres: str) -> int:
     return total
 
 
+def _open_mode(job: JsonDict) -> str:
+    """``open_mode``: Slurm's flag list (``["APPEND"]``) or a single name."""
+    modes = _str_list(job, "open_mode") or ["truncate"]
+    return "append" if any(mode.lower() == "append" for mode in modes) else "truncate"
+
+
 def parse_submit(body: Any, version: str) -> tuple[JobRequest, list[JsonDict]]:
     """Validate a submit body; returns the request and the parser's warnings or raises SubmitRejected."""
     warnings: list[JsonDict] = []
@@ -203,7 +210,7 @@ def parse_submit(body: Any, version: str) -> tuple[JobRequest, list[JsonDict]]:
         stdout=_str(job, "standard_output") or None,
         stderr=_str(job, "standard_error") or None,
         stdin=_str(job, "standard_input") or None,
-        open_mode=(_str(job, "open_mode") or "truncate").lower(),
+        open_mode=_open_mode(job),
         time_limit=time_limit,
         min_nodes=_int(job, "minimum_nodes"),
         max_nodes=_int(job, "maximum_nodes"),
@@ -215,6 +222,7 @@ def parse_submit(body: Any, version: str) -> tuple[JobRequest, list[JsonDict]]:
         tres_per_node=_str(job, "tres_per_node") or "",
         tres_per_job=_str(job, "tres_per_job") or "",
         hold=hold,
+        array=_str(job, "array") or None,
         argv=_str_list(job, "argv") or [],
         raw=job,
     )

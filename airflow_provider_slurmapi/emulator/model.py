@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import grp
+import itertools
 import logging
 import os
 import pwd
@@ -28,6 +29,7 @@ log = logging.getLogger("slurmapi_emulator.model")
 
 SCHEDULE_DELAY = 0.05  # seconds between a submit and the scheduler pass, so PENDING is observable
 FINISHED_STATES = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT"})
+MAX_ARRAY_TASK_ID = 1000  # Slurm's default MaxArraySize is 1001: task ids 0-1000
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,18 @@ class Job:
     extra: str = ""  # what the job set with `scontrol update JobId=N Extra=...` (the stand-in)
     state_dir: Path | None = None  # where the stand-in writes; None once the job's process is over
     record_stamp: tuple[int, int] | None = None
+    # Job arrays, as slurmctld keeps them: every task record has the array's id; the meta record (job
+    # id = array id) lists the tasks still waiting until the last one starts and takes it over.
+    array_job_id: int = 0
+    array_task_id: int | None = None
+    array_pending: list[int] = field(default_factory=list)
+    array_throttle: int = 0
+    array_all: list[int] = field(default_factory=list)
+
+    @property
+    def is_array_meta(self) -> bool:
+        """The record that still stands for waiting tasks of an array."""
+        return bool(self.array_job_id) and self.array_task_id is None
 
     @property
     def name(self) -> str:
@@ -126,8 +140,10 @@ class Job:
         self.rev += 1
 
 
-def expand_pattern(pattern: str, job_id: int, name: str, user: str) -> str:
-    """Expand the filename patterns Slurm supports in standard_output/error (%j, %x, %u, ...)."""
+def expand_pattern(
+    pattern: str, job_id: int, name: str, user: str, array_job_id: int = 0, array_task_id: int | None = None
+) -> str:
+    """Expand the filename patterns Slurm supports in standard_output/error (%j, %x, %u, %A, %a, ...)."""
     out: list[str] = []
     i = 0
     while i < len(pattern):
@@ -136,8 +152,8 @@ def expand_pattern(pattern: str, job_id: int, name: str, user: str) -> str:
             code = pattern[i + 1]
             repl = {
                 "j": str(job_id),
-                "A": str(job_id),
-                "a": "4294967294",
+                "A": str(array_job_id or job_id),
+                "a": str(array_task_id) if array_task_id is not None else "4294967294",
                 "x": name,
                 "u": user,
                 "N": "localhost",
@@ -153,6 +169,24 @@ def expand_pattern(pattern: str, job_id: int, name: str, user: str) -> str:
         out.append(ch)
         i += 1
     return "".join(out)
+
+
+def parse_array(text: str) -> tuple[list[int], int]:
+    """``"0-9:2,15%4"`` -> task ids and the throttle (0: none); ValueError when Slurm would refuse it."""
+    spec, _, throttle = text.partition("%")
+    ids: list[int] = []
+    for part in spec.split(","):
+        first, dash, rest = part.strip().partition("-")
+        last, _, step = rest.partition(":")
+        if not first.isdigit() or (dash and not last.isdigit()) or (step and not step.isdigit()):
+            raise ValueError(text)
+        lo, hi = int(first), int(last) if dash else int(first)
+        if hi < lo or hi > MAX_ARRAY_TASK_ID or (step and int(step) < 1):
+            raise ValueError(text)
+        ids.extend(range(lo, hi + 1, int(step) if step else 1))
+    if not ids or (throttle and not throttle.isdigit()):
+        raise ValueError(text)
+    return sorted(set(ids)), int(throttle) if throttle else 0
 
 
 class Cluster:
@@ -263,6 +297,12 @@ class Cluster:
             submit=now,
             minute_seconds=self.minute_seconds,
         )
+        if req.array:
+            job.array_job_id = job_id
+            job.array_all = parse_array(req.array)[0]
+            job.array_pending = list(job.array_all)
+            job.array_throttle = parse_array(req.array)[1]
+            self._set_paths(job)
         self.jobs[job_id] = job
         self.live[job_id] = job
         if bad_constraints:
@@ -281,6 +321,17 @@ class Cluster:
         self._changed(job)
         return job
 
+    def _set_paths(self, job: Job) -> None:
+        """Expand the output paths with the job's own id and its array ids (``%A_%a``)."""
+        ids = (job.job_id, job.name, self.user, job.array_job_id, job.array_task_id)
+        job.stdout_path = expand_pattern(job.stdout_pattern, *ids)
+        job.stderr_path = expand_pattern(job.stderr_pattern, *ids) if job.stderr_pattern else job.stdout_path
+
+    def array_members(self, array_job_id: int) -> list[Job]:
+        """The array's records still in the live queue: the meta record first, then tasks, newest first."""
+        members = [job for job in self.live.values() if job.array_job_id == array_job_id]
+        return sorted(members, key=lambda job: (job.job_id != array_job_id, -job.job_id))
+
     # ---------------------------------------------------------------- scheduling
     def request_schedule(self, delay: float = SCHEDULE_DELAY) -> None:
         """Run a scheduler pass soon; many requests in a burst give one pass."""
@@ -297,6 +348,9 @@ class Cluster:
         for job in list(self.pending.values()):
             if job.req.hold:
                 continue
+            if job.is_array_meta:
+                blocked = self._schedule_array(job, blocked)
+                continue
             if not blocked and job.cpus <= len(self.free_cpus) and job.gpus <= len(self.free_gpus):
                 self._start(job)
                 continue
@@ -305,6 +359,56 @@ class Cluster:
             if job.reason != reason:
                 job.reason = reason
                 self._changed(job)
+
+    def _schedule_array(self, meta: Job, blocked: bool) -> bool:
+        """Start the array's waiting tasks that fit, within its %N throttle; True if it blocks the queue."""
+        while meta.array_pending:
+            running = sum(1 for j in self.live.values() if j.array_job_id == meta.array_job_id and j.state == "RUNNING")
+            if meta.array_throttle and running >= meta.array_throttle:
+                reason = "JobArrayTaskLimit"
+                break
+            if blocked or meta.cpus > len(self.free_cpus) or meta.gpus > len(self.free_gpus):
+                reason = "Priority" if blocked else "Resources"
+                blocked = True
+                break
+            task_id = meta.array_pending.pop(0)
+            if not meta.array_pending:  # the last task takes over the meta record
+                meta.array_task_id = task_id
+                self._set_paths(meta)
+                self._start(meta)
+                return blocked
+            task = Job(
+                job_id=self.use_job_id(),
+                req=meta.req,
+                partition=meta.partition,
+                user=meta.user,
+                uid=meta.uid,
+                group=meta.group,
+                gid=meta.gid,
+                cwd=meta.cwd,
+                run_cwd=meta.run_cwd,
+                stdout_pattern=meta.stdout_pattern,
+                stderr_pattern=meta.stderr_pattern,
+                stdin_path=meta.stdin_path,
+                stdout_path="",
+                stderr_path="",
+                submit=meta.submit,
+                minute_seconds=meta.minute_seconds,
+                array_job_id=meta.array_job_id,
+                array_task_id=task_id,
+                array_throttle=meta.array_throttle,
+                array_all=meta.array_all,
+            )
+            self._set_paths(task)
+            self.jobs[task.job_id] = task
+            self.live[task.job_id] = task
+            self.pending[task.job_id] = task
+            self._start(task)
+            self._changed(meta)
+        if meta.reason != reason:
+            meta.reason = reason
+            self._changed(meta)
+        return blocked
 
     def _start(self, job: Job) -> None:
         del self.pending[job.job_id]
@@ -344,6 +448,17 @@ class Cluster:
             SLURMD_NODENAME="localhost",
             SLURM_CLUSTER_NAME=self.cluster_name,
         )
+        if job.array_job_id and job.array_task_id is not None:
+            every = job.array_all or [job.array_task_id]
+            steps = {b - a for a, b in itertools.pairwise(every)}
+            env.update(
+                SLURM_ARRAY_JOB_ID=str(job.array_job_id),
+                SLURM_ARRAY_TASK_ID=str(job.array_task_id),
+                SLURM_ARRAY_TASK_COUNT=str(len(every)),
+                SLURM_ARRAY_TASK_MIN=str(min(every)),
+                SLURM_ARRAY_TASK_MAX=str(max(every)),
+                SLURM_ARRAY_TASK_STEP=str(steps.pop() if len(steps) == 1 else 1),
+            )
         if job.gpu_ids:
             ids = ",".join(map(str, job.gpu_ids))
             env.update(CUDA_VISIBLE_DEVICES=ids, SLURM_JOB_GPUS=ids, SLURM_GPUS_ON_NODE=str(len(job.gpu_ids)))
@@ -467,6 +582,11 @@ class Cluster:
         self._changed(job)
 
     # ---------------------------------------------------------------- cancel
+    def cancel_array(self, array_job_id: int, sig: int = signal.SIGKILL) -> bool:
+        """Cancel or signal every task of an array (its id names them all); False if all had finished."""
+        outcomes = [self.cancel(job, sig) for job in self.array_members(array_job_id)]
+        return any(outcomes)
+
     def cancel(self, job: Job, sig: int = signal.SIGKILL) -> bool:
         """Cancel or signal a job; False if it had already finished (Slurm's 2021)."""
         if job.finished:

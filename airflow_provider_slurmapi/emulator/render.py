@@ -89,10 +89,10 @@ def live_job(job: Job, version: str, cluster: str, node_cpus: int) -> JsonDict:
         "accrue_time": num(0 if held_or_bad else submit),
         "admin_comment": "",
         "allocating_node": NODE_NAME,
-        "array_job_id": num(0),
-        "array_task_id": unset(),
-        "array_max_tasks": num(0),
-        "array_task_string": "",
+        "array_job_id": num(job.array_job_id),
+        "array_task_id": num(job.array_task_id) if job.array_task_id is not None else unset(),
+        "array_max_tasks": num(job.array_throttle),
+        "array_task_string": task_string(job),
         "association_id": 1,
         "batch_features": "",
         "batch_flag": True,
@@ -353,7 +353,18 @@ def history_job(job: Job, version: str, cluster: str, as_of: float) -> JsonDict:
         "account": "default",
         "comment": {"administrator": "", "job": req.comment, "system": ""},
         "allocation_nodes": 1 if started else 0,
-        "array": {"job_id": 0, "limits": {"max": {"running": {"tasks": 0}}}, "task_id": unset(), "task": ""},
+        "array": {
+            "job_id": job.array_job_id,
+            "limits": {
+                "max": {
+                    "running": {
+                        "tasks": job.array_throttle if job.is_array_meta or job.job_id == job.array_job_id else 0
+                    }
+                }
+            },
+            "task_id": num(job.array_task_id) if job.array_task_id is not None else unset(),
+            "task": hex(sum(1 << i for i in job.array_pending)) if job.is_array_meta else "",
+        },
         "association": {"account": "default", "cluster": cluster, "partition": "", "user": job.user, "id": 1},
         "block": "",
         "cluster": cluster,
@@ -429,5 +440,27 @@ def history_job(job: Job, version: str, cluster: str, as_of: float) -> JsonDict:
 
 
 def state_entry_json(job: Job) -> str:
-    """One element of /jobs/state/: job id as a string and the state list."""
-    return f'{{"job_id":"{job.job_id}","state":{dumps(job.job_state)}}}'
+    """One element of /jobs/state/: job id as a string and the state list; for an array task
+    ``"<job id>_<task id>"``, and one element per task the meta record still stands for."""
+    state = dumps(job.job_state)
+    if job.is_array_meta:
+        return ",".join(f'{{"job_id":"{job.job_id}_{task}","state":{state}}}' for task in job.array_pending)
+    if job.array_job_id:
+        return f'{{"job_id":"{job.job_id}_{job.array_task_id}","state":{state}}}'
+    return f'{{"job_id":"{job.job_id}","state":{state}}}'
+
+
+def task_string(job: Job) -> str:
+    """``array_task_string`` of a meta record: its waiting tasks as ranges, and the throttle (``2-3%2``)."""
+    if not job.is_array_meta:
+        return ""
+    ranges: list[str] = []
+    ids = job.array_pending
+    start = 0
+    for i in range(1, len(ids) + 1):
+        if i == len(ids) or ids[i] != ids[i - 1] + 1:
+            first, last = ids[start], ids[i - 1]
+            ranges.append(str(first) if first == last else f"{first}-{last}")
+            start = i
+    text = ",".join(ranges)
+    return f"{text}%{job.array_throttle}" if job.array_throttle else text

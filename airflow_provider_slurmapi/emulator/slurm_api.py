@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 from .jobdesc import SubmitRejected, parse_submit
-from .model import Cluster, Job
+from .model import Cluster, Job, parse_array
 from .render import history_job, history_visible, live_job_json, state_entry_json
 from .slurm_json import (
     BASE_STATES,
@@ -103,6 +103,17 @@ def _selection_warnings(kind: str | None) -> list[JsonDict]:
             warning_entry("Job steps are not supported for job searches. Showing whole job instead.", "_handle_job_get")
         ]
     return []
+
+
+def _already_done(step_id: str, job_id: int) -> JsonDict:
+    """A cancel's status entry for an array task that had already ended (Slurm 24.11 lists each)."""
+    text = "Job/step already completing or completed"
+    return {
+        "error": {"string": text, "code": 2021, "message": text},
+        "step_id": step_id,
+        "job_id": num(job_id),
+        "federation": {"sibling": ""},
+    }
 
 
 def _parse_signal(text: str) -> int | None:
@@ -238,8 +249,7 @@ class SlurmModelApi:
                 return self._bad_query(
                     version, "op_handler_job", "Rejecting request. Failure parsing parameters", slurmdb=True
                 )
-            job = self.cluster.jobs.get(job_id)
-            return self._db_answer(version, [job] if job else [], time.time() - self.cluster.history_delay)
+            return self._db_answer(version, self._history_of(job_id), time.time() - self.cluster.history_delay)
         return text_response(404, NOT_FOUND_TEXT)
 
     # ---------------------------------------------------------------- /slurm
@@ -268,6 +278,13 @@ class SlurmModelApi:
             return self._errors(
                 500, version, [error_entry(2000, "Batch job submission failed", _SUBMIT_SOURCE)], warnings
             )
+        if req.array is not None:
+            try:
+                parse_array(req.array)
+            except ValueError:
+                errors = [error_entry(2081, "Batch job submission failed", _SUBMIT_SOURCE)]
+                errors[0]["error"] = "Invalid job array specification"
+                return self._errors(500, version, errors, warnings)
         if not req.cwd or not req.environment:
             cluster.use_job_id()  # slurmctld creates the record, fails writing the files, drops it
             return self._errors(
@@ -325,7 +342,8 @@ class SlurmModelApi:
         if job is None:
             errors = dumps([error_entry(2017, f"Unable to query JobId={job_id}", "_handle_job_get")])
             return SlurmResponse(404, self._job_list(version, [], 0, errors=errors, warnings=warn))
-        fragments = [self._render(job, version)]
+        members = self.cluster.array_members(job_id) if job.array_job_id == job_id else [job]
+        fragments = [self._render(member, version) for member in members]
         return SlurmResponse(200, self._job_list(version, fragments, self.cluster.last_update, warnings=warn))
 
     def _jobs(self, version: str, params: list[tuple[str, str]]) -> SlurmResponse:
@@ -352,7 +370,13 @@ class SlurmModelApi:
                 if job_id is None:
                     return self._bad_query(version, "op_handler_job_states", "Rejecting request. Failure parsing query")
                 ids[job_id] = None
-            jobs = [live[i] for i in ids if i in live]
+            jobs: list[Job] = []
+            for i in ids:
+                job = live.get(i)
+                if job is not None and job.array_job_id == i:  # an array's id names all its tasks
+                    jobs.extend(member for member in self.cluster.array_members(i) if member not in jobs)
+                elif job is not None and job not in jobs:
+                    jobs.append(job)
         else:
             jobs = list(live.values())
         text = (
@@ -374,7 +398,14 @@ class SlurmModelApi:
             sig = signal.Signals(parsed) if parsed in signal.valid_signals() else signal.SIGKILL
         job = self.cluster.live.get(job_id)
         code = 0
-        if job is None:
+        task_status: list[JsonDict] = []
+        if job is not None and job.array_job_id == job_id:  # the array's id: every task of it
+            for member in self.cluster.array_members(job_id):
+                if member.finished and not member.is_array_meta:
+                    task_status.append(_already_done(f"{job_id}_{member.array_task_id}", member.job_id))
+            if not self.cluster.cancel_array(job_id, sig):
+                code = 2021
+        elif job is None:
             code = 2017
         elif not self.cluster.cancel(job, sig):
             code = 2021
@@ -383,7 +414,7 @@ class SlurmModelApi:
             warnings = [warning_entry(f"JobId={job_id}: {texts[code]}", "_signal_job")] if code else []
             body = {"meta": self._meta_obj(version, False), "errors": [], "warnings": warnings}
             return SlurmResponse(200, dumps(body))
-        status: list[JsonDict] = []
+        status: list[JsonDict] = [] if code else task_status
         if code:
             text = "Invalid job id specified" if code == 2017 else "Job/step already completing or completed"
             status.append(
@@ -398,6 +429,15 @@ class SlurmModelApi:
         return SlurmResponse(200, dumps(body))
 
     # ---------------------------------------------------------------- /slurmdb
+    def _history_of(self, job_id: int) -> list[Job]:
+        """``slurmdb/job/{id}``: the job, or for an array's id every record of the array."""
+        job = self.cluster.jobs.get(job_id)
+        if job is None:
+            return []
+        if job.array_job_id == job_id:
+            return sorted((j for j in self.cluster.jobs.values() if j.array_job_id == job_id), key=lambda j: j.job_id)
+        return [job]
+
     def _db_answer(
         self, version: str, jobs: list[Job], as_of: float, *, status: int = 200, errors: list[JsonDict] | None = None
     ) -> SlurmResponse:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import tenacity
 from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook, GoogleBaseHook
 
+from airflow_provider_slurmapi.slurm.array import complete_array
 from airflow_provider_slurmapi.slurm.cluster import check_cluster_args, check_project_id
 from airflow_provider_slurmapi.slurm.envelope import (
     ClusterRef,
@@ -48,6 +49,7 @@ from airflow_provider_slurmapi.slurm.results import (
     SubmitResult,
     newest_tagged,
     own_tagged,
+    read_array_task_states,
     read_cancel,
     read_history_job,
     read_job_states,
@@ -425,8 +427,14 @@ class SlurmApiHook(GoogleBaseHook):
         return tenacity.Retrying(**kwargs)(read)
 
     def get_job(self, job_id: int) -> SlurmJob | None:
-        """The job from the live queue, or from the history once it has left it; ``None`` if neither knows it."""
+        """The job from the live queue, or from the history once it has left it; ``None`` if neither knows it.
+
+        An array whose tasks in the live queue are all over is completed from the history (its
+        earlier tasks may have left the queue): one more call, once, at its end.
+        """
         job = self.get_live_job(job_id)
+        if job is not None and job.array is not None and job.is_finished:
+            return complete_array(job, self.get_history_job(job_id))
         return job if job is not None else self.get_history_job(job_id)
 
     def get_live_jobs(self, job_ids: Sequence[int]) -> dict[int, SlurmJob]:
@@ -651,6 +659,8 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
 
     async def get_job(self, job_id: int) -> SlurmJob | None:
         job = read_live_job(await self.call("GET", self.paths.job(job_id)))
+        if job is not None and job.array is not None and job.is_finished:
+            return complete_array(job, await self.get_history_job(job_id))
         if job is None:
             job = read_history_job(await self.call("GET", self.paths.history_job(job_id)))
         return job
@@ -659,11 +669,22 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
         return read_history_job(await self.call("GET", self.paths.history_job(job_id)))
 
     async def get_job_states(
-        self, job_ids: Sequence[int], *, use_state_endpoint: bool = True
+        self,
+        job_ids: Sequence[int],
+        *,
+        use_state_endpoint: bool = True,
+        tasks: list[tuple[int, int, JobStateInfo]] | None = None,
     ) -> dict[int, JobStateInfo]:
-        """States of the given jobs still in the live queue, in one call (``jobs/state``, else ``jobs/``)."""
+        """States of the given jobs still in the live queue, in one call (``jobs/state``, else ``jobs/``).
+
+        ``tasks`` receives the answer's array task entries ``(job id, task id, state)``: an array's id
+        is answered with one entry per task, ``"<job id>_<task id>"``.
+        """
         if use_state_endpoint:
-            return read_job_states(await self.call("GET", self.paths.jobs_state(job_ids)))
+            response = await self.call("GET", self.paths.jobs_state(job_ids))
+            if tasks is not None:
+                tasks.extend(read_array_task_states(response))
+            return read_job_states(response)
         return {job_id: job.state_info for job_id, job in (await self.get_live_jobs(job_ids)).items()}
 
     async def get_live_jobs(self, job_ids: Sequence[int]) -> dict[int, SlurmJob]:

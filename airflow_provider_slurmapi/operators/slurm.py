@@ -27,8 +27,10 @@ from airflow_provider_slurmapi.slurm.errors import (
     SlurmApiError,
 )
 from airflow_provider_slurmapi.slurm.job_output import mentions_progress, wrap_script
+from airflow_provider_slurmapi.slurm.sbatch import apply_directives
 from airflow_provider_slurmapi.slurm.spec import (
     CLOCK_SKEW_SECONDS,
+    DEFAULT_ENVIRONMENT,
     add_environment,
     environment_names,
     prepare_submission,
@@ -116,6 +118,13 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         unchanged with its own interpreter. ``False`` submits the script byte for byte.
     :param log_progress: log each new progress message of the job (``Slurm job 4242: epoch 3/10``).
         Default: when ``report_output`` and the script calls ``slurm_progress`` or sets ``Extra=``.
+    :param array_fail_fast: for a job array (``job={"array": "0-9%2"}``), cancel its remaining tasks at
+        the first failed task. Either way the task waits for every task of the array and succeeds only
+        when all of them COMPLETED.
+    :param sbatch_directives: read the ``#SBATCH`` lines at the top of the script, as ``sbatch`` does,
+        into job fields; a field also set in ``job`` keeps the ``job`` value (logged). An option the
+        REST API cannot express fails the task before anything is sent. ``False`` leaves the lines
+        as comments.
     :param openlineage_inject_parent_job_info: put this task's OpenLineage run (and its DAG run, the
         root) into the job's environment (``OPENLINEAGE_PARENT_ID``...), so training code that emits
         lineage links to the task. Default: ``[openlineage] spark_inject_parent_job_info``, as the
@@ -152,6 +161,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
         report_output: bool = True,
         log_progress: bool | None = None,
+        array_fail_fast: bool = False,
+        sbatch_directives: bool = True,
         openlineage_inject_parent_job_info: bool | None = None,
         **kwargs: Any,
     ) -> None:
@@ -168,6 +179,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         self.outage_tolerance_seconds = outage_tolerance_seconds
         self.report_output = report_output
         self.log_progress = log_progress
+        self.array_fail_fast = array_fail_fast
+        self.sbatch_directives = sbatch_directives
         self.job = job or {}
         self.script = script
         self.wait_for_completion = wait_for_completion
@@ -250,6 +263,15 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         map_index = -1 if map_index is None else int(map_index)
         tag = task_tag(ti.dag_id, ti.task_id, ti.run_id, map_index, key=tag_key())
         job_spec = dict(self.job)
+        if self.sbatch_directives:
+            directives = apply_directives(
+                job_spec, self.script, api_version=self.api_version, default_environment=DEFAULT_ENVIRONMENT
+            )
+            job_spec = directives.job
+            if directives.applied:
+                self.log.info("From the script's #SBATCH lines: %s.", ", ".join(directives.applied))
+            for note in directives.notes:
+                self.log.info("%s", note)
         if not job_spec.get("name"):
             job_spec["name"] = f"{ti.dag_id}.{ti.task_id}"
             self.log.info("job.name was not set; naming the Slurm job %r.", job_spec["name"])
@@ -322,7 +344,10 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         dag_run = context.get("dag_run")
         started = getattr(dag_run, "start_date", None)
         since = int(started.timestamp()) - CLOCK_SKEW_SECONDS if started is not None else None
-        return self.hook.find_job_by_tag(tag, name=name, since=since)
+        found = self.hook.find_job_by_tag(tag, name=name, since=since)
+        if found is not None and found.array_job_id and found.array is None:  # one task's record: read the array
+            return self.hook.get_job(found.array_job_id) or found
+        return found
 
     def _stored_job_id(self, context: Context) -> int | None:
         """The job id an earlier try stored: task state store (Airflow 3.3+), else its XCom if it survived."""
@@ -353,6 +378,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             missing_grace_seconds=self.missing_grace_seconds,
             outage_tolerance_seconds=self.outage_tolerance_seconds,
             log_progress=self._log_progress,
+            array_fail_fast=self.array_fail_fast,
         )
         step = self._look(watch, job_id)
         if step.finished and step.job is not None:
@@ -371,6 +397,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
                     deadline=deadline,
                     last_seen=step.job.to_dict() if step.job is not None else None,
                     log_progress=self._log_progress,
+                    array_fail_fast=self.array_fail_fast,
                     **self.cluster_kwargs(),
                 ),
                 method_name="execute_complete",
@@ -392,6 +419,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         else:
             step = watch.observe(job)
         step.log_to(self.log, redact_text)
+        if step.cancel_array:
+            self.hook.cancel_job(job_id)
         return step
 
     def execute_complete(self, context: Context, event: dict[str, Any], adopted: bool = False) -> int:

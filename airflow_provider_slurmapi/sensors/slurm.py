@@ -54,6 +54,8 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
     :param outage_tolerance_seconds: how long the wait rides out an API outage (UNAVAILABLE, 5xx, no
         connection; warned about every few minutes) before the task fails. Permanent errors fail at once.
     :param log_progress: log each new progress message the job sets (``slurm_progress``, ``Extra=``).
+    :param array_fail_fast: when ``job_id`` is a job array, cancel its remaining tasks at the first
+        failed task. The sensor waits for every task of an array and succeeds when all COMPLETED.
     """
 
     template_fields: Sequence[str] = ("job_id", *CLUSTER_TEMPLATE_FIELDS)
@@ -75,6 +77,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
         outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
         log_progress: bool = False,
+        array_fail_fast: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -93,6 +96,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         self.missing_grace_seconds = missing_grace_seconds
         self.outage_tolerance_seconds = outage_tolerance_seconds
         self.log_progress = log_progress
+        self.array_fail_fast = array_fail_fast
         self._watch: JobWatch | None = None
         self._last_event_job: SlurmJob | None = None
 
@@ -117,6 +121,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
                 deadline=deadline,
                 last_seen=last.to_dict() if last is not None else None,
                 log_progress=self.log_progress,
+                array_fail_fast=self.array_fail_fast,
                 **self.cluster_kwargs(),
             ),
             method_name="execute_complete",
@@ -161,6 +166,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
             missing_grace_seconds=self.missing_grace_seconds,
             outage_tolerance_seconds=self.outage_tolerance_seconds,
             log_progress=self.log_progress,
+            array_fail_fast=self.array_fail_fast,
         )
 
     def _look(self, watch: JobWatch, job_id: int, *, quiet: bool = False) -> WatchStep:
@@ -177,6 +183,8 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
                 self.log.info("%s", redact_text(step.progress))
         else:
             step.log_to(self.log, redact_text)
+        if step.cancel_array:
+            self.hook.cancel_job(job_id)
         return step
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:

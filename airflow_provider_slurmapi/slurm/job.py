@@ -9,9 +9,10 @@ integers, ``standard_output`` vs ``stdout``. Operators, sensors and triggers onl
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from airflow_provider_slurmapi.slurm.array import MAX_TASK_ID, ArrayView
 from airflow_provider_slurmapi.slurm.errors import MalformedRecordError
 from airflow_provider_slurmapi.slurm.job_output import read_extra
 from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo, is_job_state_shape, parse_job_state
@@ -239,6 +240,13 @@ class SlurmJob:
     comment: str | None = None
     # What the job wrote into its own record: its last output (wrapped scripts) or a progress message.
     extra: str | None = None
+    # Job arrays: the array's id, this record's task id (None for the meta record of waiting tasks),
+    # the waiting tasks the meta record lists, the %N throttle; and, for the array as a whole, its tasks.
+    array_job_id: int | None = None
+    array_task_id: int | None = None
+    array_pending: str | None = None
+    array_throttle: int | None = None
+    array: ArrayView | None = None
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
@@ -277,6 +285,10 @@ class SlurmJob:
             stderr=fields.read("standard_error", _text),
             comment=fields.read("comment", _text),
             extra=fields.read("extra", _extra_text),
+            array_job_id=_positive(raw.get("array_job_id")),
+            array_task_id=_task_id(raw.get("array_task_id")),
+            array_pending=_loose_text(raw.get("array_task_string")),
+            array_throttle=_positive(raw.get("array_max_tasks")),
         )
 
     @classmethod
@@ -332,10 +344,55 @@ class SlurmJob:
             stderr=fields.read("stderr_expanded", _text) or fields.read("stderr", _text),
             comment=_read(comment, comment_field, _text),
             extra=fields.read("extra", _extra_text),
+            **_history_array(raw.get("array")),
             **time_fields,
         )
 
     # -- what callers ask ---------------------------------------------------------------------
+    @classmethod
+    def of_array(cls, array: ArrayView, records: list[SlurmJob]) -> SlurmJob:
+        """The whole array as one job: its id, the state of all its tasks together, and the tasks."""
+        mine = [job for job in records if job.array_job_id == array.array_job_id]
+        meta = next((job for job in mine if job.job_id == array.array_job_id), mine[0] if mine else None)
+        tasks = [job for job in mine if job.array_task_id is not None]
+        first = min(tasks, key=lambda j: j.array_task_id or 0, default=meta)
+        state = array.state_info()
+        return cls(
+            job_id=array.array_job_id,
+            state_info=state,
+            source=meta.source if meta is not None else "live",
+            name=meta.name if meta is not None else None,
+            reason=meta.reason if meta is not None and not array.is_finished else None,
+            submit_time=min((j.submit_time for j in mine if j.submit_time), default=None),
+            start_time=min((j.start_time for j in mine if j.start_time), default=None),
+            end_time=max((j.end_time for j in mine if j.end_time), default=None) if array.is_finished else None,
+            time_limit_minutes=meta.time_limit_minutes if meta is not None else None,
+            partition=meta.partition if meta is not None else None,
+            user=meta.user if meta is not None else None,
+            account=meta.account if meta is not None else None,
+            stdout=_task_path(first.stdout if first is not None else None),
+            stderr=_task_path(first.stderr if first is not None else None),
+            comment=meta.comment if meta is not None else None,
+            array_job_id=array.array_job_id,
+            array_throttle=array.throttle,
+            array=array,
+        )
+
+    def with_array(self, array: ArrayView) -> SlurmJob:
+        """This array's record with another view of its tasks (its state follows them)."""
+        finished = array.is_finished
+        return replace(
+            self,
+            array=array,
+            state_info=array.state_info(),
+            reason=self.reason if not finished else None,
+            end_time=self.end_time if finished else None,
+        )
+
+    @property
+    def is_array(self) -> bool:
+        return self.array is not None
+
     @property
     def state(self) -> JobState:
         return self.state_info.state
@@ -356,6 +413,8 @@ class SlurmJob:
 
     def describe(self) -> str:
         """One line for a task log: ``PENDING (Priority)``, ``RUNNING on gpu-1``, ``COMPLETED after 5m03s``."""
+        if self.array is not None:
+            return self.array.summary()
         text = str(self.state_info)
         if self.state is JobState.RUNNING and self.nodes:
             text += f" on {self.nodes}"
@@ -389,6 +448,8 @@ class SlurmJob:
 
     def failure_message(self, *, output_expected: bool = False) -> str:
         """Why the job did not succeed, with Slurm's own words, and its last output if it reported it."""
+        if self.array is not None:
+            return self.array.failure_message(self.name)
         head = f"Slurm job {self.job_id}" + (f" ({self.name})" if self.name else "")
         parts = [f"{head} ended {self.state_info}"]
         if self.reason:
@@ -429,6 +490,11 @@ class SlurmJob:
             "comment": self.comment,
             "extra": self.extra,
             "source": self.source,
+            "array_job_id": self.array_job_id,
+            "array_task_id": self.array_task_id,
+            "array_pending": self.array_pending,
+            "array_throttle": self.array_throttle,
+            "array": self.array.to_dict() if self.array is not None else None,
         }
 
     @classmethod
@@ -473,6 +539,7 @@ class SlurmJob:
         def number(name: str) -> int | None:
             return _read(data.get(name), name, _stored_int)
 
+        array = _stored_array(data.get("array"))
         return cls(
             job_id=job_id,
             state_info=JobStateInfo(JobState(state), tuple(clean_text(f) for f in flags)),
@@ -497,7 +564,60 @@ class SlurmJob:
             stderr=text("stderr"),
             comment=text("comment"),
             extra=text("extra"),
+            array_job_id=number("array_job_id"),
+            array_task_id=number("array_task_id"),
+            array_pending=text("array_pending"),
+            array_throttle=number("array_throttle"),
+            array=array,
         )
+
+
+def _stored_array(value: Any) -> ArrayView | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise _BadShape(value, "an object or null", "array")
+    try:
+        return ArrayView.from_dict(value)
+    except (ValueError, TypeError) as exc:
+        raise _BadShape(value, f"an array view ({exc})", "array") from None
+
+
+def _task_path(path: str | None) -> str | None:
+    """An output path of an array: the meta record's shows %a as NO_VAL (4294967294); say %a."""
+    return path.replace("_4294967294", "_%a") if path else path
+
+
+def _positive(value: Any) -> int | None:
+    """A lenient positive number (array ids, the throttle): 0, unset or the wrong shape read as nothing."""
+    number = slurm_number(value)
+    return number if number is not None and number > 0 else None
+
+
+def _task_id(value: Any) -> int | None:
+    number = slurm_number(value)
+    return number if number is not None and 0 <= number <= MAX_TASK_ID else None
+
+
+def _loose_text(value: Any) -> str | None:
+    return clean_text(value).strip() or None if isinstance(value, str) else None
+
+
+def _history_array(raw: Any) -> dict[str, Any]:
+    """The history's ``array`` object: ``{job_id, task_id, task, limits.max.running.tasks}``."""
+    if not isinstance(raw, Mapping):
+        return {}
+    limits = raw.get("limits")
+    running = None
+    if isinstance(limits, Mapping) and isinstance(limits.get("max"), Mapping):
+        inner = limits["max"].get("running")
+        running = inner.get("tasks") if isinstance(inner, Mapping) else None
+    return {
+        "array_job_id": _positive(raw.get("job_id")),
+        "array_task_id": _task_id(raw.get("task_id")),
+        "array_pending": _loose_text(raw.get("task")),
+        "array_throttle": _positive(running),
+    }
 
 
 _STATE_NAMES = frozenset(state.value for state in JobState)
@@ -537,6 +657,10 @@ def _nodes(value: Any) -> str | None:
 
 def describe_transition(previous: SlurmJob | None, current: SlurmJob) -> str | None:
     """The log line for a change of state or reason, or ``None`` when nothing changed."""
+    if current.array is not None:
+        if previous is not None and previous.array is not None and previous.array.counts() == current.array.counts():
+            return None
+        return current.array.summary()
     if previous is not None and (previous.state_info, previous.reason, previous.nodes) == (
         current.state_info,
         current.reason,

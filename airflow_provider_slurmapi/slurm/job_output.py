@@ -28,6 +28,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from airflow_provider_slurmapi.slurm.sbatch import directive_lines
 from airflow_provider_slurmapi.slurm.values import clean_text
 
 EXTRA_LIMIT_BYTES = 1024
@@ -151,14 +152,7 @@ def interpreter_of(script: str) -> list[str]:
 
 def sbatch_lines(script: str) -> list[str]:
     """The ``#SBATCH`` lines Slurm would read: those of the comment block right after ``#!``."""
-    found = []
-    for line in script.lstrip().split("\n")[1:]:
-        stripped = line.strip()
-        if stripped and not stripped.startswith("#"):
-            break
-        if line.startswith("#SBATCH"):
-            found.append(line.rstrip("\r"))
-    return found
+    return [line for _, line in directive_lines(script)]
 
 
 def wrap_script(script: str) -> str:

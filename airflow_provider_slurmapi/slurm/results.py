@@ -17,12 +17,13 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from airflow_provider_slurmapi.slurm.array import ArrayView, parse_state_entry_id
 from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
 from airflow_provider_slurmapi.slurm.errors import MalformedRecordError, MalformedResponseError, SlurmError
-from airflow_provider_slurmapi.slurm.job import SlurmJob, record_job_id
+from airflow_provider_slurmapi.slurm.job import SlurmJob, record_job_id, slurm_number
 from airflow_provider_slurmapi.slurm.spec import carries_tag
 from airflow_provider_slurmapi.slurm.states import JobStateInfo, is_job_state_shape, parse_job_state
 from airflow_provider_slurmapi.slurm.values import as_int, preview
@@ -104,7 +105,11 @@ def read_jobs(response: SlurmResponse, *, history: bool) -> list[SlurmJob]:
 def read_jobs_by_id(response: SlurmResponse, job_ids: Iterable[int]) -> dict[int, SlurmJob]:
     """From a ``GET /slurm/{v}/jobs/`` answer, the jobs among ``job_ids`` (those still in the live queue)."""
     wanted = set(job_ids)
-    return {job.job_id: job for job in read_jobs(response, history=False) if job.job_id in wanted}
+    jobs = read_jobs(response, history=False)
+    found = {job.job_id: job for job in jobs if job.job_id in wanted}
+    for array_id in wanted & {job.array_job_id for job in jobs if job.array_job_id is not None}:
+        found[array_id] = SlurmJob.of_array(ArrayView.from_jobs(array_id, jobs), jobs)
+    return found
 
 
 def read_job_states(response: SlurmResponse) -> dict[int, JobStateInfo]:
@@ -113,6 +118,8 @@ def read_job_states(response: SlurmResponse) -> dict[int, JobStateInfo]:
     states: dict[int, JobStateInfo] = {}
     for item in _job_records(response):
         job_id = record_job_id(item)
+        if job_id is None and isinstance(item, Mapping) and _is_task_entry(item.get("job_id")):
+            continue  # an array task ("125_4"): read by read_array_task_states
         if job_id is None:
             shown = item.get("job_id") if isinstance(item, Mapping) else item
             field_name = "job_id" if isinstance(item, Mapping) else "jobs[]"
@@ -127,6 +134,11 @@ def read_job_states(response: SlurmResponse) -> dict[int, JobStateInfo]:
     return states
 
 
+def _is_task_entry(raw: Any) -> bool:
+    parsed = parse_state_entry_id(raw)
+    return parsed is not None and parsed[1] is not None
+
+
 def read_cancel(response: SlurmResponse) -> CancelOutcome:
     """``DELETE /slurm/{v}/job/{id}``: Slurm 24.11 answers 200 with ``status[].error.code``."""
     codes = {as_int(e.get("error_number")) for e in response.errors}
@@ -137,6 +149,8 @@ def read_cancel(response: SlurmResponse) -> CancelOutcome:
             "of per-job results: the outcome of the cancel is unknown; look at the job before trying again."
         )
     for item in status or []:
+        if isinstance(item, Mapping) and "_" in str(item.get("step_id") or ""):
+            continue  # an array task that had already ended: the cancel of the array's other tasks went on
         error = item.get("error") if isinstance(item, Mapping) else None
         if isinstance(error, Mapping):
             codes.add(as_int(error.get("code")))
@@ -167,7 +181,11 @@ def own_tagged(
             continue
         if since is not None and job.submit_time is not None and job.submit_time < since:
             continue
-        by_id.setdefault(job.job_id, job)
+        # Every task of an array carries the tag: the array is one job, known by the array's id.
+        key = job.array_job_id or job.job_id
+        if key != job.job_id:
+            job = replace(job, job_id=key)
+        by_id.setdefault(key, job)
     tagged = [by_id[job_id] for job_id in sorted(by_id)]
     if not tagged:
         return []
@@ -214,6 +232,8 @@ def _one_job(response: SlurmResponse, build: Callable[[Any], SlurmJob], *, newes
         return None
     match = _JOB_PATH.search(response.path)
     asked = int(match.group(1)) if match else None
+    if asked is not None and any(_array_id_of(r) == asked for r in records):
+        return _array_job(response, build, asked, [r for r in records if _array_id_of(r) == asked])
     ordered: Iterator[Any] = reversed(records) if newest_last else iter(records)
     chosen = next((r for r in ordered if asked is not None and record_job_id(r) == asked), None)
     if chosen is None:
@@ -229,6 +249,50 @@ def _one_job(response: SlurmResponse, build: Callable[[Any], SlurmJob], *, newes
             field=exc.field,
             value=exc.value,
         ) from None
+
+
+def _array_id_of(raw: Any) -> int | None:
+    """The array id a raw record belongs to (live ``array_job_id``, history ``array.job_id``), if any."""
+    if not isinstance(raw, Mapping):
+        return None
+    value = raw.get("array_job_id")
+    if value is None and isinstance(raw.get("array"), Mapping):
+        value = raw["array"].get("job_id")
+    number = slurm_number(value)
+    return number if number is not None and number > 0 else None
+
+
+def _array_job(
+    response: SlurmResponse, build: Callable[[Any], SlurmJob], array_job_id: int, records: list[Any]
+) -> SlurmJob:
+    """The whole array asked for by its id: every task record of the answer, in one view."""
+    jobs: list[SlurmJob] = []
+    for raw in records:
+        try:
+            jobs.append(build(raw))
+        except MalformedRecordError as exc:
+            raise MalformedRecordError(
+                f"Slurm's answer to {response.method} {response.path} about array {array_job_id} is unreadable: "
+                f"{exc} Retried as a garbled answer; if it persists, look at the array with scontrol/sacct.",
+                job_id=array_job_id,
+                field=exc.field,
+                value=exc.value,
+            ) from None
+    return SlurmJob.of_array(ArrayView.from_jobs(array_job_id, jobs), jobs)
+
+
+def read_array_task_states(response: SlurmResponse) -> list[tuple[int, int, JobStateInfo]]:
+    """The array task entries of a ``jobs/state`` answer: (job id, task id, state), ``"125_4"`` style ids."""
+    found: list[tuple[int, int, JobStateInfo]] = []
+    for item in _job_records(response):
+        if not isinstance(item, Mapping):
+            continue
+        parsed = parse_state_entry_id(item.get("job_id"))
+        raw_state = item.get("state") if "state" in item else item.get("job_state")
+        if parsed is None or parsed[1] is None or raw_state is None or not is_job_state_shape(raw_state):
+            continue
+        found.append((parsed[0], parsed[1], parse_job_state(raw_state)))
+    return found
 
 
 def _state_record_error(job_id: int | None, field_name: str, value: Any, expected: str) -> MalformedRecordError:

@@ -52,6 +52,8 @@ class WatchStep:
     finished: bool
     warning: bool = False
     progress: str | None = None  # a new progress message of the job, already worded for the log
+    # With ``array_fail_fast``: a task of the array failed, cancel the rest (said once per watch).
+    cancel_array: bool = False
 
     def log_to(self, logger: StepLogger, redact: Callable[[str], str] = str) -> None:
         """Log the step's message, if any, at its level, then the job's new progress message.
@@ -76,8 +78,11 @@ class JobWatch:
         outage_warning_interval: float = OUTAGE_WARNING_INTERVAL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         log_progress: bool = True,
+        array_fail_fast: bool = False,
     ) -> None:
         self.job_id = job_id
+        self.array_fail_fast = array_fail_fast
+        self._array_cancelled = False
         self.missing_grace_seconds = missing_grace_seconds
         self.outage_tolerance_seconds = outage_tolerance_seconds
         self.outage_warning_interval = outage_warning_interval
@@ -120,14 +125,34 @@ class JobWatch:
                 )
             return WatchStep(job=None, message=message, finished=False)
         self._missing_since = None
+        if job.array is not None and self._last is not None and self._last.array is not None:
+            # Finished tasks leave the live queue one by one: the watch remembers how they ended.
+            job = job.with_array(job.array.merged(self._last.array))
         message = describe_transition(self._last, job)
         if message and not self._logged_paths and (job.stdout or job.stderr):
             self._logged_paths = True
             message += f"; stdout: {job.stdout or '-'}, stderr: {job.stderr or job.stdout or '-'}"
         self._last = job
+        cancel = self._fail_fast(job)
+        if cancel:
+            message = _join(message, cancel)
         return WatchStep(
-            job=job, message=_join(recovered, message), finished=job.is_finished, progress=self._new_progress(job)
+            job=job,
+            message=_join(recovered, message),
+            finished=job.is_finished,
+            progress=self._new_progress(job),
+            cancel_array=cancel is not None,
         )
+
+    def _fail_fast(self, job: SlurmJob) -> str | None:
+        """With ``array_fail_fast``, at the first failed task of a running array: why its rest is cancelled."""
+        if not self.array_fail_fast or self._array_cancelled or job.array is None or job.is_finished:
+            return None
+        failed = job.array.failed
+        if not failed:
+            return None
+        self._array_cancelled = True
+        return f"array_fail_fast: {failed[0].describe()}; cancelling the remaining tasks of array {job.job_id}."
 
     def _new_progress(self, job: SlurmJob) -> str | None:
         """Each new progress message once: ``Slurm job 4242: epoch 3/10 loss=0.12``."""
@@ -186,6 +211,7 @@ class JobWatch:
             "outage_warned_for": None if self._outage_warned_at is None else now - self._outage_warned_at,
             "logged_paths": self._logged_paths,
             "last_progress": self._last_progress,
+            "array_cancelled": self._array_cancelled,
         }
 
     @classmethod
@@ -198,6 +224,7 @@ class JobWatch:
         outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         log_progress: bool = True,
+        array_fail_fast: bool = False,
     ) -> JobWatch:
         """A watch that goes on from ``saved``; a fresh one if ``saved`` is missing, of another job or unreadable."""
 
@@ -208,6 +235,7 @@ class JobWatch:
                 outage_tolerance_seconds=outage_tolerance_seconds,
                 clock=clock,
                 log_progress=log_progress,
+                array_fail_fast=array_fail_fast,
             )
 
         watch = fresh()
@@ -230,6 +258,7 @@ class JobWatch:
             watch._logged_paths = bool(saved.get("logged_paths"))
             last_progress = saved.get("last_progress")
             watch._last_progress = last_progress if isinstance(last_progress, str) else None
+            watch._array_cancelled = saved.get("array_cancelled") is True
         except (KeyError, TypeError, ValueError, SlurmApiError):
             return fresh()
         return watch

@@ -10,6 +10,9 @@ same cluster through the same connection subscribes to one :class:`ClusterPoller
   or the cluster predates ``jobs/state``;
 - fetches a job's details (``/job/{id}``, a bounded batch at a time) only when its state changed, and
   ``/slurmdb`` only for jobs missing from the live answer;
+- follows a job array from the same ``jobs/state`` answer (one entry per task, ``"<job id>_<task id>"``),
+  whatever its number of tasks: its details are read only once its tasks in the answer are all over
+  (for their reasons and exit codes), or when a task appears that several watched arrays could own;
 - reads the progress messages (the ``extra`` field) only of running jobs whose trigger asked for them,
   at most ``MAX_PROGRESS_READS`` of them a round, the least recently read first, so a round never
   costs more than that many extra calls however many jobs report progress;
@@ -131,6 +134,8 @@ class ClusterPoller:
         self.polls = 0
         self.progress_reads = 0
         self._progress_read_in: dict[int, int] = {}  # job id -> the round its progress was last read in
+        self._task_entries: list[tuple[int, int, JobStateInfo]] = []  # array tasks of this round's answer
+        self._task_owner: dict[int, int] = {}  # a started array task's own job id -> its array's id
 
     @property
     def job_ids(self) -> list[int]:
@@ -225,21 +230,23 @@ class ClusterPoller:
         if not ids:
             return
         self.polls += 1
+        self._task_entries = []
         live = await self._live_states(ids)
+        arrays = self._follow_arrays(ids, live)
         changed = [j for j, state in live.items() if isinstance(state, JobStateInfo) and self._needs_details(j, state)]
-        details = await self._details(changed)
+        details = await self._details(list(dict.fromkeys([*changed, *arrays])))
         details.update(await self._progress(live, details))
         missing = [j for j in ids if j not in live]
         history = await self._gather(self.hook.get_history_job, missing)
         for job_id in ids:
             state = live.get(job_id)
             job: SlurmJob | SlurmApiError | None
-            if isinstance(state, SlurmJob):
+            if job_id in details:
+                job = details[job_id]
+            elif isinstance(state, SlurmJob):
                 job = state
             elif state is None:
                 job = history.get(job_id)
-            elif job_id in details:
-                job = details[job_id]
             else:
                 # Unchanged since the last round; or its details could not be read this round.
                 job = self._known.get(job_id) or SlurmJob(job_id=job_id, state_info=state, source="live")
@@ -252,8 +259,48 @@ class ClusterPoller:
                 continue
             if job is not None:
                 self._known[job_id] = job
+                if job.array is not None:
+                    self._task_owner.update((t.job_id, job_id) for t in job.array.tasks.values() if t.job_id)
             for sub in list(subscribers):
                 sub.publish(job)
+
+    def _follow_arrays(self, ids: Sequence[int], live: dict[int, JobStateInfo | SlurmJob]) -> list[int]:
+        """Put each watched array's view, updated from this round's task entries, into ``live``; return
+        the arrays whose details to read (their tasks in the answer are all over, or an entry's owner is unclear).
+
+        An array's pending tasks answer under its id, a started task under its own job id: those are
+        known from the array's details, or, with a single array watched, need not be known.
+        """
+        arrays = {j: job for j in ids if (job := self._known.get(j)) is not None and job.array is not None}
+        watched = set(ids)
+        entries: dict[int, dict[int, tuple[int, JobStateInfo]]] = {a: {} for a in arrays}
+        unclear: list[int] = []
+        wanted: list[int] = []
+        for job_id, task_id, state in self._task_entries:
+            if job_id in watched and job_id not in arrays:
+                if self._known.get(job_id) is None:  # not seen yet: an array's id, or a task's
+                    if job_id not in wanted:
+                        wanted.append(job_id)
+                else:  # one task watched by its own job id: a plain job
+                    live.setdefault(job_id, state)
+                continue
+            owner = job_id if job_id in arrays else self._task_owner.get(job_id)
+            if owner is None and len(arrays) == 1:
+                owner = next(iter(arrays))
+            if owner in entries:
+                entries[owner][task_id] = (job_id, state)
+            else:
+                unclear.append(job_id)
+        for array_id, known in arrays.items():
+            found = entries[array_id]
+            if not found:
+                continue  # none of its tasks is in the live queue: read from the history as a missing job
+            assert known.array is not None
+            live[array_id] = known.with_array(known.array.with_states(found))
+            visible_over = all(state.is_finished for _, state in found.values())
+            if (visible_over and not known.is_finished) or unclear:
+                wanted.append(array_id)
+        return wanted
 
     async def _progress(
         self, live: dict[int, JobStateInfo | SlurmJob], fetched: Mapping[int, object]
@@ -319,7 +366,8 @@ class ClusterPoller:
             try:
                 states: dict[int, JobStateInfo | SlurmJob] = {}
                 for start in range(0, len(ids), MAX_IDS_PER_CALL):
-                    states.update(await self.hook.get_job_states(ids[start : start + MAX_IDS_PER_CALL]))
+                    chunk = ids[start : start + MAX_IDS_PER_CALL]
+                    states.update(await self.hook.get_job_states(chunk, tasks=self._task_entries))
                 return states
             except InvalidArgumentError as exc:
                 log.warning("The envelope refused jobs/state with a query string (%s); listing jobs/ instead.", exc)

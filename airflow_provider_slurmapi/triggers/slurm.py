@@ -56,6 +56,7 @@ class SlurmJobTrigger(BaseTrigger):
         line is the change from there, not a bare state.
     :param log_progress: log each new progress message of the job; the cluster's poller then reads the
         details of this running job too (batched, a bounded number of calls per interval).
+    :param array_fail_fast: for a job array, cancel its remaining tasks at the first failed task.
     """
 
     def __init__(
@@ -75,6 +76,7 @@ class SlurmJobTrigger(BaseTrigger):
         deadline: float | None = None,
         last_seen: Mapping[str, Any] | None = None,
         log_progress: bool = False,
+        array_fail_fast: bool = False,
     ) -> None:
         super().__init__()
         if not region or not cluster_id:
@@ -98,6 +100,7 @@ class SlurmJobTrigger(BaseTrigger):
         self.deadline = None if deadline is None else float(deadline)
         self.last_seen = dict(last_seen) if last_seen else None
         self.log_progress = bool(log_progress)
+        self.array_fail_fast = bool(array_fail_fast)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -118,6 +121,7 @@ class SlurmJobTrigger(BaseTrigger):
                 "deadline": self.deadline,
                 "last_seen": self.last_seen,
                 "log_progress": self.log_progress,
+                "array_fail_fast": self.array_fail_fast,
             },
         )
 
@@ -156,6 +160,7 @@ class SlurmJobTrigger(BaseTrigger):
             missing_grace_seconds=self.missing_grace_seconds,
             outage_tolerance_seconds=self.outage_tolerance_seconds,
             log_progress=self.log_progress,
+            array_fail_fast=self.array_fail_fast,
         )
         seen = SlurmJob.from_dict(self.last_seen) if self.last_seen else None
         if seen is not None:  # the operator logged this state already: the first line is the change from it
@@ -176,6 +181,8 @@ class SlurmJobTrigger(BaseTrigger):
                 except SlurmApiError as exc:
                     return TriggerEvent({"status": "error", "job_id": self.job_id, "message": str(exc)})
                 step.log_to(self.log, redact_text)
+                if step.cancel_array:
+                    await self._cancel_job("array_fail_fast: a task of the array failed")
                 if step.finished and step.job is not None:
                     job = step.job
                     return TriggerEvent(
