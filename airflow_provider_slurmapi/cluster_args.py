@@ -6,6 +6,7 @@ libraries, aiohttp) is only imported when a task runs.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +21,7 @@ from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION, check_
 
 if TYPE_CHECKING:
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
+    from airflow_provider_slurmapi.slurm.job import SlurmJob
 
 # How Airflow resumes a deferred task whose trigger timed out (``execution_timeout`` or a sensor's
 # ``timeout``): next_method "__fail__" with this error. Both are internal names of Airflow's.
@@ -160,6 +162,23 @@ class SlurmClusterMixin:
             log.info("Cancel of Slurm job %s after the timeout: %s.", job_id, outcome.value)
         except SlurmApiError as exc:
             log.error("Cancelling Slurm job %s after the timeout failed: %s", job_id, exc)
+
+    def slurm_job_lineage(self, job_id: int | None, job: SlurmJob | None = None) -> Any:
+        """OpenLineage facets naming the cluster and the Slurm job; None without the OpenLineage provider."""
+        from airflow_provider_slurmapi.lineage import operator_lineage
+
+        project = self.project_id
+        if not project:  # the connection's project, as the hook resolves it (no call to the API)
+            with contextlib.suppress(Exception):
+                project = self.hook.project_id
+        return operator_lineage(
+            project_id=project,
+            region=self.region,
+            cluster_id=self.cluster_id,
+            job_id=job.job_id if job is not None else job_id,
+            job_name=job.name if job is not None else None,
+            state=job.state.value if job is not None else None,
+        )
 
     @cached_property
     def hook(self) -> SlurmApiHook:

@@ -31,6 +31,7 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {"integration-name": "Slurm Job API", "python-modules": ["airflow_provider_slurmapi.triggers.slurm"]}
         ],
+        "task-decorators": [{"class-name": "airflow_provider_slurmapi.decorators.slurm.slurm_task", "name": "slurm"}],
         "connection-types": [],
         "extra-links": [],
     }

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException, BaseOperator, redact_text
+from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException, BaseOperator, conf, redact_text
 from airflow_provider_slurmapi.cluster_args import (
     CLUSTER_TEMPLATE_FIELDS,
     DEFAULT_ACCOUNTING_WAIT_SECONDS,
@@ -34,6 +34,8 @@ from airflow_provider_slurmapi.slurm.sbatch import apply_directives
 from airflow_provider_slurmapi.slurm.spec import (
     CLOCK_SKEW_SECONDS,
     DEFAULT_ENVIRONMENT,
+    add_environment,
+    environment_names,
     prepare_submission,
     task_comment,
     task_tag,
@@ -126,6 +128,11 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         into job fields; a field also set in ``job`` keeps the ``job`` value (logged). An option the
         REST API cannot express fails the task before anything is sent. ``False`` leaves the lines
         as comments.
+    :param openlineage_inject_parent_job_info: put this task's OpenLineage run (and its DAG run, the
+        root) into the job's environment (``OPENLINEAGE_PARENT_ID``...), so training code that emits
+        lineage links to the task. Default: ``[openlineage] spark_inject_parent_job_info``, as the
+        Dataproc and Spark operators. Needs ``apache-airflow-providers-openlineage``; without it the
+        job runs without them (logged). Variables the job already sets are kept.
     :param accounting_wait_seconds: when the job has ended, how long to wait for its record in the
         accounting history (slurmdbd lags a little) for the summary logged in one line and put in XCom
         ``slurm_job["accounting"]``: elapsed time, nodes, allocated TRES, node- and GPU-hours, MaxRSS,
@@ -163,6 +170,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         log_progress: bool | None = None,
         array_fail_fast: bool = False,
         sbatch_directives: bool = True,
+        openlineage_inject_parent_job_info: bool | None = None,
         accounting_wait_seconds: float | None = DEFAULT_ACCOUNTING_WAIT_SECONDS,
         **kwargs: Any,
     ) -> None:
@@ -190,8 +198,14 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         self.cancel_on_kill = cancel_on_kill
         self.reattach_on_restart = reattach_on_restart
         self.missing_grace_seconds = missing_grace_seconds
+        if openlineage_inject_parent_job_info is None:
+            openlineage_inject_parent_job_info = conf.getboolean(
+                "openlineage", "spark_inject_parent_job_info", fallback=False
+            )
+        self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
         self.job_id: int | None = None
         self._job_over = False
+        self._last_job: SlurmJob | None = None
 
     # -- the script file -------------------------------------------------------------------------
     def resolve_template_files(self) -> None:
@@ -272,6 +286,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         if not job_spec.get("name"):
             job_spec["name"] = f"{ti.dag_id}.{ti.task_id}"
             self.log.info("job.name was not set; naming the Slurm job %r.", job_spec["name"])
+        if self.openlineage_inject_parent_job_info:
+            job_spec = self._with_parent_run(context, job_spec)
         prepare_submission(job_spec, self.script)
         # What is sent, so what the 1 MB request limit counts: the wrapped script, or yours byte for byte.
         script = wrap_script(self.script) if self.report_output else self.script
@@ -290,6 +306,34 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         if store is not None:
             store.set(JOB_ID_STATE_KEY, result.job_id)
         return result.job_id
+
+    def _with_parent_run(self, context: Context, job_spec: dict[str, Any]) -> dict[str, Any]:
+        """``job_spec`` with this task's OpenLineage run in its environment, when the provider is installed."""
+        from airflow_provider_slurmapi.lineage import PARENT_ENV_PREFIXES, parent_run_environment
+
+        try:
+            names = environment_names(job_spec)
+        except ConfigurationError:
+            return job_spec  # prepare_submission says what is wrong with the environment
+        if any(name.startswith(PARENT_ENV_PREFIXES) for name in names):
+            self.log.info("job.environment already sets OpenLineage parent variables; not adding this task's run.")
+            return job_spec
+        try:
+            variables = parent_run_environment(context)
+        except Exception as exc:  # lineage must never fail the job it describes
+            self.log.warning("Could not build this task's OpenLineage run (%s); the job gets no parent run.", exc)
+            return job_spec
+        if variables is None:
+            self.log.info(
+                "openlineage_inject_parent_job_info is on, but apache-airflow-providers-openlineage is not "
+                "installed: the job gets no parent run."
+            )
+            return job_spec
+        self.log.info(
+            "OpenLineage parent run in the job's environment: OPENLINEAGE_PARENT_ID=%s",
+            variables["OPENLINEAGE_PARENT_ID"],
+        )
+        return add_environment(job_spec, variables)
 
     def _previous_job(self, context: Context, tag: str, name: str | None) -> SlurmJob | None:
         """The job an earlier try of this task instance started, by the narrowest means that answers.
@@ -411,6 +455,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             return self._replace_cancelled(context, job)
         self._job_over = True
         self.job_id = job.job_id
+        self._last_job = job
         record = job.to_dict()
         record["accounting"] = self.report_accounting(
             job.job_id, self.accounting_wait_seconds, array=job.array is not None
@@ -443,6 +488,15 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         self.job_id = job_id
         context["ti"].xcom_push(key=JOB_ID_XCOM_KEY, value=job_id)
         return self._wait(context, job_id)
+
+    # -- lineage ----------------------------------------------------------------------------------
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The run facet ``slurmJob``: the cluster and the job (called by the OpenLineage listener)."""
+        return self.slurm_job_lineage(self.job_id, self._last_job)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """As on completion; no job id when the task failed before a job existed."""
+        return self.slurm_job_lineage(self.job_id, self._last_job)
 
     # -- kill -------------------------------------------------------------------------------------
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:

@@ -12,6 +12,7 @@ on the first poke and its changes only as far as one poke sees them.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from datetime import timedelta
@@ -39,6 +40,7 @@ from airflow_provider_slurmapi.slurm.watch import (
 
 if TYPE_CHECKING:
     from airflow_provider_slurmapi._compat import Context
+    from airflow_provider_slurmapi.slurm.job import SlurmJob
 
 # task_state_store key of the watch of a rescheduled sensor (Airflow 3.3+).
 WATCH_STATE_KEY = "slurm_job_watch"
@@ -106,6 +108,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         self.array_fail_fast = array_fail_fast
         self.accounting_wait_seconds = accounting_wait_seconds
         self._watch: JobWatch | None = None
+        self._last_event_job: SlurmJob | None = None
 
     @fails_fast
     def execute(self, context: Context) -> Any:
@@ -209,12 +212,32 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
             self.cancel_after_deferral_timeout(next_method, next_kwargs, parse_job_id(self.job_id))
         return super().resume_execution(next_method, next_kwargs, context)
 
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The run facet ``slurmJob``: the cluster and the job watched (called by the OpenLineage listener)."""
+        return self._lineage()
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        return self._lineage()
+
+    def _lineage(self) -> Any:
+        try:
+            job_id: int | None = parse_job_id(self.job_id)
+        except Exception:  # an unrendered or bad id: the facet still names the cluster
+            job_id = None
+        last = self._watch.last if self._watch is not None else self._last_event_job
+        return self.slurm_job_lineage(job_id, last if last is not None and last.job_id == job_id else None)
+
     @fails_fast
     def execute_complete(self, context: Context, event: dict[str, Any]) -> None:
         if event.get("status") == "error" and event.get("permanent"):
             raise AirflowFailException(permanent_message(redact_text(str(event.get("message")))))
         if event.get("status") in ("success", "failed") and isinstance(event.get("job"), dict):
             self._push_job(context, event["job"])
+        if isinstance(event.get("job"), dict):
+            from airflow_provider_slurmapi.slurm.job import SlurmJob
+
+            with contextlib.suppress(Exception):
+                self._last_event_job = SlurmJob.from_dict(event["job"])
         if event.get("status") != "success":
             raise AirflowException(redact_text(str(event.get("message"))))
         self.log.info("%s", event.get("message"))

@@ -162,6 +162,28 @@ def _environment(value: Any) -> list[str]:
     )
 
 
+def environment_names(job: Mapping[str, Any]) -> set[str]:
+    """The names of the variables ``job`` sets (none when it sets no environment)."""
+    current = job.get("environment")
+    if current in (None, [], {}, ()):
+        return set()
+    return {entry.partition("=")[0] for entry in _environment(current)}
+
+
+def add_environment(job: Mapping[str, Any], variables: Mapping[str, str]) -> dict[str, Any]:
+    """A copy of ``job`` whose environment also holds ``variables``; a name the job sets keeps its value.
+
+    A job without an environment gets the documented default (``PATH``) plus ``variables``, so adding
+    a few variables never leaves the job without a ``PATH``.
+    """
+    desc = dict(job)
+    current = desc.get("environment")
+    entries = list(DEFAULT_ENVIRONMENT) if current in (None, [], {}, ()) else _environment(current)
+    names = {entry.partition("=")[0] for entry in entries}
+    desc["environment"] = [*entries, *(f"{name}={value}" for name, value in variables.items() if name not in names)]
+    return desc
+
+
 def _env_value_ok(item: Any) -> bool:
     return isinstance(item, int | float) or (isinstance(item, str) and "\0" not in item)
 
