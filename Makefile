@@ -4,6 +4,10 @@ PY     := $(VENV)/bin/python
 PYTHON ?= python3
 export SLURMAPI_SHARED_DIR ?= $(abspath ../shared)
 
+# The tests without real Slurm mostly wait on jobs and sockets: three at once on two cores, a module
+# per worker (each worker has its own Airflow home and database). Real Slurm runs alone: its lab has 2 CPUs.
+XDIST  ?= -n 3 --dist loadfile
+
 VENV2  ?= .venv-airflow2
 PY2    := $(VENV2)/bin/python
 
@@ -47,7 +51,8 @@ demo: install
 ## The 2.11 DAG tests (CPU, the emulator) run beside the 3.x deployment (mostly waiting on Slurm
 ## jobs): CI stays within its time. Deployments never run beside each other: the lab has 2 CPUs.
 test: install lint slurm-lab-up
-	@eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider -m "not deployment"
+	$(PY) -m pytest -q -p no:cacheprovider $(XDIST) -m "not slurm and not deployment"
+	@eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider -m "slurm and not deployment"
 	$(MAKE) test-deployment
 	$(MAKE) -j2 --output-sync=target test-deployment-airflow3x test-airflow2
 	$(MAKE) test-deployment-airflow2
@@ -74,11 +79,11 @@ deployment-deps:
 
 ## The hook, DAG and fault tests again on Airflow 2.11 (the 3.x-only trigger-runner tests excluded).
 test-airflow2: $(VENV2)/.installed
-	$(PY2) -m pytest -q -p no:cacheprovider -m "not slurm" tests/unit tests/hooks tests/emulator tests/dags tests/faults/test_fault_matrix.py tests/faults/test_outage.py tests/faults/test_clear_race.py
+	$(PY2) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not slurm" tests/unit tests/hooks tests/emulator tests/dags tests/faults/test_fault_matrix.py tests/faults/test_outage.py tests/faults/test_clear_race.py
 
 ## Everything but real Slurm.
 test-fast: install
-	$(PY) -m pytest -q -m "not slurm and not deployment" -p no:cacheprovider
+	$(PY) -m pytest -q -m "not slurm and not deployment" -p no:cacheprovider $(XDIST)
 
 ## Only the real-Slurm suite.
 test-slurm: install slurm-lab-up
