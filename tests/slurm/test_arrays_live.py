@@ -146,13 +146,16 @@ def test_array_end_to_end_on_real_slurm(
     array_id = sent["job_id"]
     assert f"array {array_id}: " in result.log
     history: dict[int, str] = {}
+    unstarted: list[str] = []  # the states of the meta record: the tasks that never started, as one record
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # what real Slurm recorded of each task
         status, body = lab.call("GET", f"/slurmdb/{V}/job/{array_id}")
         assert status == 200, body
         started = [h for h in body["jobs"] if h["array"]["task_id"]["set"]]  # the meta record has none
         history = {h["array"]["task_id"]["number"]: h["state"]["current"][0] for h in started}
-        if len(history) >= (4 if deferrable else 2) and not {"RUNNING", "PENDING"} & set(history.values()):
+        unstarted = [h["state"]["current"][0] for h in body["jobs"] if not h["array"]["task_id"]["set"]]
+        states = set(history.values()) | set(unstarted)
+        if len(history) >= (4 if deferrable else 1) and not {"RUNNING", "PENDING"} & states:
             break
         time.sleep(1)
     tasks = {t["task_id"]: t for t in sent["array"]["tasks"]}
@@ -165,4 +168,7 @@ def test_array_end_to_end_on_real_slurm(
         assert tasks[0]["state"] == "FAILED" and tasks[0]["exit_code"] == 4
         assert "array_fail_fast: task 0" in result.log
         assert {v["state"] for t, v in tasks.items() if t} == {"CANCELLED"}, tasks
-        assert history[0] == "FAILED" and set(history.values()) == {"FAILED", "CANCELLED"}, history
+        # Task 1 may have started beside task 0 (its own record, CANCELLED) or still waited on a busy lab;
+        # the tasks that never started stay in the meta record, which the cancel ends CANCELLED.
+        assert history[0] == "FAILED" and set(history.values()) <= {"FAILED", "CANCELLED"}, (history, unstarted)
+        assert len(history) == 6 or unstarted == ["CANCELLED"], (history, unstarted)
