@@ -39,18 +39,27 @@ def run_array_script(client: EnvelopeClient, cwd: str) -> dict[str, Any]:
     assert submit.status == 200, submit
     array_id = int(submit.body["job_id"])
     seen: dict[str, Any] = {"array_id": array_id}
+    # Each task's last live record and jobs/state entry: on a busy lab tasks 0 and 1 may leave the live
+    # queue (MinJobAge) before tasks 2 and 3 have even started, so "final" gathers them across polls.
+    last: dict[int, dict[str, Any]] = {}
+    entries: dict[str, dict[str, Any]] = {}  # by task id
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         live = client.call("GET", f"/slurm/{V}/job/{array_id}")
+        state = client.call("GET", f"/slurm/{V}/jobs/state/?job_id={array_id}")
         records = live.body.get("jobs") or [] if isinstance(live.body, dict) else []
         metas = [r for r in records if _n(r["array_task_id"]) is None]
         tasks = [r for r in records if _n(r["array_task_id"]) is not None]
+        last.update({t: r for r in tasks if (t := _n(r["array_task_id"])) is not None})
+        for entry in state.body.get("jobs") or [] if isinstance(state.body, dict) else []:
+            if "_" in str(entry["job_id"]):  # "<job id of the task>_<task id>": the latest entry of each task
+                entries[str(entry["job_id"]).rsplit("_", 1)[1]] = entry
         if metas and tasks and "mixed" not in seen:
             seen["mixed"] = live
-            seen["mixed_state"] = client.call("GET", f"/slurm/{V}/jobs/state/?job_id={array_id}")
-        if len(tasks) == 4 and all(r["job_state"][0] in ("COMPLETED", "FAILED") for r in tasks):
-            seen["final"] = live
-            seen["final_state"] = client.call("GET", f"/slurm/{V}/jobs/state/?job_id={array_id}")
+            seen["mixed_state"] = state
+        if len(last) == 4 and all(r["job_state"][0] in ("COMPLETED", "FAILED") for r in last.values()):
+            seen["final"] = Reply(live.http_status, live.status, {**live.body, "jobs": list(last.values())})
+            seen["final_state"] = Reply(state.http_status, state.status, {**state.body, "jobs": list(entries.values())})
             break
         time.sleep(0.3)
     deadline = time.monotonic() + 60
