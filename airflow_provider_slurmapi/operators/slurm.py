@@ -62,6 +62,12 @@ JOB_ID_XCOM_KEY = "slurm_job_id"
 JOB_XCOM_KEY = "slurm_job"
 
 
+def _map_index(ti: Any) -> int:
+    """The task instance's map index, -1 when it is not mapped (Airflow may give ``None``)."""
+    map_index = getattr(ti, "map_index", -1)
+    return -1 if map_index is None else int(map_index)
+
+
 def is_script_path(script: object) -> bool:
     """A script given as a file of the DAG folder: one line ending in ``.sh``. Anything else is the script."""
     return isinstance(script, str) and script.endswith(".sh") and "\n" not in script and "\r" not in script
@@ -270,9 +276,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     def _submission(self, context: Context) -> tuple[str, dict[str, Any], str]:
         """This task instance's tag, job description and script as sent; a bad spec fails here, before any call."""
         ti = context["ti"]
-        map_index = getattr(ti, "map_index", -1)
-        map_index = -1 if map_index is None else int(map_index)
-        tag = task_tag(ti.dag_id, ti.task_id, ti.run_id, map_index, key=tag_key())
+        tag = task_tag(ti.dag_id, ti.task_id, ti.run_id, _map_index(ti), key=tag_key())
         job_spec = dict(self.job)
         if self.sbatch_directives:
             directives = apply_directives(
@@ -296,9 +300,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     def _submit(self, context: Context, tag: str, job_spec: dict[str, Any], script: str, *, earlier: int | None) -> int:
         """Submit a new job for this task instance and remember its id where a retry looks first."""
         ti = context["ti"]
-        map_index = getattr(ti, "map_index", -1)
-        map_index = -1 if map_index is None else int(map_index)
-        comment = task_comment(tag, ti.dag_id, ti.task_id, ti.run_id, map_index)
+        comment = task_comment(tag, ti.dag_id, ti.task_id, ti.run_id, _map_index(ti))
         result = self.hook.submit_job(job_spec, script, tag=tag, comment=comment, earlier_job_id=earlier)
         for warning in result.warnings:
             self.log.warning("Slurm accepted job %s with a warning: %s", result.job_id, warning)
