@@ -8,9 +8,9 @@ integers, ``standard_output`` vs ``stdout``. Operators, sensors and triggers onl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from airflow_provider_slurmapi.slurm.array import MAX_TASK_ID, ArrayView
 from airflow_provider_slurmapi.slurm.errors import MalformedRecordError
@@ -623,7 +623,10 @@ def _history_array(raw: Any) -> dict[str, Any]:
 _STATE_NAMES = frozenset(state.value for state in JobState)
 
 
-def _read(value: Any, field: str, reader: Any) -> Any:
+_T = TypeVar("_T")
+
+
+def _read(value: Any, field: str, reader: Callable[[Any], _T]) -> _T:
     try:
         return reader(value)
     except _BadShape as bad:
