@@ -89,10 +89,15 @@ test-fast: install
 test-slurm: install slurm-lab-up
 	@eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -m slurm -p no:cacheprovider
 
+# The shell scripts shellcheck reads (the pre-commit hook picks the same by their shebang).
+SHELL_SCRIPTS ?= scripts/slurm-lab .ci/run $(wildcard scripts/*.sh .ci/*.sh)
+
+## ruff, ruff format, mypy and shellcheck: the checks of .pre-commit-config.yaml, on every file.
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/shellcheck $(SHELL_SCRIPTS)
 
 ## Benchmarks (bench/README.md): ratios against baselines measured in the same run.
 bench: install
