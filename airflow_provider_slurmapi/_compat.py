@@ -22,10 +22,10 @@ AIRFLOW_V_3_3_PLUS = _version_tuple(_AIRFLOW_VERSION) >= (3, 3)
 
 if AIRFLOW_V_3_0_PLUS:
     from airflow.sdk import BaseOperator, BaseSensorOperator, Context, conf
-    from airflow.sdk.exceptions import AirflowFailException
+    from airflow.sdk.exceptions import AirflowFailException, AirflowTaskTimeout
 else:  # pragma: no cover - Airflow 2.11
     from airflow.configuration import conf  # type: ignore[no-redef,attr-defined,assignment]
-    from airflow.exceptions import AirflowFailException  # type: ignore[no-redef,attr-defined,assignment]
+    from airflow.exceptions import AirflowFailException, AirflowTaskTimeout  # type: ignore[no-redef,attr-defined,assignment]
     from airflow.models import BaseOperator  # type: ignore[no-redef,attr-defined,assignment]
     from airflow.sensors.base import BaseSensorOperator  # type: ignore[no-redef,attr-defined,assignment]
     from airflow.utils.context import Context  # type: ignore[no-redef,attr-defined,assignment]
@@ -50,6 +50,7 @@ __all__ = [
     "AIRFLOW_V_3_3_PLUS",
     "AirflowException",
     "AirflowFailException",
+    "AirflowTaskTimeout",
     "BaseOperator",
     "BaseSensorOperator",
     "Context",

@@ -151,7 +151,7 @@ def run_dag(dag: Any) -> tuple[str, dict[str, str]]:
     Airflow 2.11's ``dag.test()`` lets an ``execution_timeout`` escape as an exception where 3.x marks
     the task failed: both count as a failed run here.
     """
-    from airflow.exceptions import AirflowTaskTimeout
+    from airflow_provider_slurmapi._compat import AirflowTaskTimeout
 
     try:
         run = dag.test()

@@ -19,7 +19,7 @@ from tests.trap import Trap, run_trap, trap_connection_env
 
 def run_dag_with_conf(dag: Any, conf: dict[str, Any]) -> tuple[str, dict[str, str]]:
     """``dag.test(run_conf=...)``; the run's state and each task's state (a timeout counts as failed)."""
-    from airflow.exceptions import AirflowTaskTimeout
+    from airflow_provider_slurmapi._compat import AirflowTaskTimeout
 
     try:
         run = dag.test(run_conf=conf)
