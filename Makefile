@@ -8,9 +8,10 @@ export SLURMAPI_SHARED_DIR ?= $(abspath ../shared)
 # per worker (each worker has its own Airflow home and database). Real Slurm runs alone: its lab has 2 CPUs.
 XDIST  ?= -n 3 --dist loadfile
 
-# Coverage of airflow_provider_slurmapi in the runs without real Slurm ([tool.coverage.*] in
-# pyproject.toml); the floor is today's figure rounded down: raise it as the figure rises.
-COV_FLOOR ?= 0
+# Coverage of airflow_provider_slurmapi (lines and branches) in the runs without real Slurm, set up
+# in [tool.coverage.*] of pyproject.toml. Measured 93.9%; the floor is that rounded down a few points
+# (paths reached only when timing allows vary a little): raise it as the figure rises. `COV=` turns it off.
+COV_FLOOR ?= 90
 COV    ?= --cov=airflow_provider_slurmapi --cov-report=term --cov-fail-under=$(COV_FLOOR)
 
 VENV2  ?= .venv-airflow2
