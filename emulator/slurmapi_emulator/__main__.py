@@ -1,4 +1,4 @@
-"""`python -m airflow_provider_slurmapi.emulator` runs the CLI, like the slurmapi-emulator script."""
+"""`python -m slurmapi_emulator` runs the CLI, like the slurmapi-emulator script."""
 
 from .cli import main
 

@@ -77,7 +77,7 @@ class Gateways:
         return self._start(envelope)[0]
 
     def _start(self, envelope: str) -> tuple[Any, Path]:
-        from airflow_provider_slurmapi.emulator import EmulatorConfig, run_emulator
+        from slurmapi_emulator import EmulatorConfig, run_emulator
 
         with self._lock:
             if envelope not in self._handles:
@@ -402,7 +402,8 @@ def contract_transcripts(
     gateways: Gateways, lab: Lab, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Future[Any]]]:
     """The live contract script, run at session start against a plain emulator and against real Slurm."""
-    from airflow_provider_slurmapi.emulator import EmulatorConfig, run_emulator
+    from slurmapi_emulator import EmulatorConfig, run_emulator
+
     from tests.slurm import test_contract_live as contract
 
     workdir = tmp_path_factory.mktemp("slurm-contract-emulator")
