@@ -123,6 +123,11 @@ def connection_uri_env(emulator: Any, credentials_file: Path, **extra: Any) -> s
 @pytest.fixture
 def gcp_connection(emulator: Any, credentials_file: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """``google_cloud_default`` pointing at the emulator, with a real service-account key."""
+    return point_airflow_at(emulator, credentials_file, monkeypatch)
+
+
+def point_airflow_at(emulator: Any, credentials_file: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Point ``google_cloud_default`` and the test DAGs' cluster settings at ``emulator``."""
     monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", connection_uri_env(emulator, credentials_file))
     for name, value in (
         ("SLURMAPI_PROJECT", PROJECT),
