@@ -3,9 +3,10 @@
 Session fixtures: the lab (``SLURM_LAB_URL``/``SLURM_LAB_TOKEN_FILE``, else ``scripts/slurm-lab up``; if
 it cannot start, the tests FAIL, they are never skipped), one gateway emulator per envelope shape
 (``run_emulator(EmulatorConfig(slurmrestd=..., slurm_token_file=...))``) and ``google_cloud_default``
-pointing at it. Slow waits on Slurm run in the background from the start of the session (the
-1-minute time-limit job, the live contract script, a job left to age into the history) and the
-tests that read them run last.
+pointing at it. Slow waits on Slurm start in the background with the session (the 1-minute
+time-limit job, the live contract script, a job left to age into the history), so they overlap the
+other tests; each test that reads one waits for it itself, within a budget counted from its start.
+The tests pass in any order and alone.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 CLUSTER_ID = "slurm-lab"
 GATEWAY_TOKEN = "slurm-live-static-token"
+# The 1-minute time-limit run's budget from its start: ~90 s of job, the rest for a queue other users share.
+TIMEOUT_RUN_BUDGET = 480
 LIVE_DAG_FILE = "slurm_live_dags.py"
 
 # The DAGs of this suite live beside it; dag.test() needs them in the DAGs folder.
@@ -44,13 +48,11 @@ if not _live_dags_link.exists():
     _live_dags_link.symlink_to(HERE / "dag_files" / LIVE_DAG_FILE)
 
 
-# -- collection: mark everything here `slurm`; run the tests that read background work last ---------------
+# -- collection: mark everything here `slurm` ---------------------------------------------------------------
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    mine = [item for item in items if Path(str(item.path)).resolve().is_relative_to(HERE)]
-    for item in mine:
-        item.add_marker(pytest.mark.slurm)
-    late = {id(item) for item in mine if getattr(getattr(item, "module", None), "RUN_LATE", False)}
-    items[:] = [i for i in items if id(i) not in late] + [i for i in items if id(i) in late]
+    for item in items:
+        if Path(str(item.path)).resolve().is_relative_to(HERE):
+            item.add_marker(pytest.mark.slurm)
 
 
 # -- the lab and the gateways ----------------------------------------------------------------------------
@@ -263,7 +265,11 @@ def run_dag_capture(dag: Any, capfd: pytest.CaptureFixture[str], **test_kwargs: 
 # -- background work that waits on Slurm while the other tests run ------------------------------------
 @pytest.fixture(scope="session", autouse=True)
 def _start_background_work(request: pytest.FixtureRequest) -> None:
-    """Start the slow, Slurm-bound work of the selected tests at once, so it overlaps the rest."""
+    """Start the slow, Slurm-bound work of the selected tests at once, so it overlaps the rest.
+
+    Only a head start: each of these fixtures starts its work on first use anyway, and the tests that
+    read the work wait for it, so no test depends on the order the tests run in.
+    """
     wanted = {name for item in request.session.items for name in getattr(item, "fixturenames", ())}
     for name in ("timeout_run", "contract_transcripts", "aged_job"):
         if name in wanted:
@@ -275,6 +281,7 @@ class BackgroundDagRun:
 
     def __init__(self, proc: subprocess.Popen[str], out_path: Path, lab: Lab | None = None) -> None:
         self.proc = proc
+        self.started = time.monotonic()
         self.out_path = out_path
         self.lab = lab
         # The last answer of GET /slurm/v0.0.42/job/{id} for the run's job, kept before the purge.
@@ -309,13 +316,14 @@ class BackgroundDagRun:
                     return
             time.sleep(1)
 
-    def result(self, timeout: float) -> tuple[dict[str, Any], str]:
+    def result(self, within: float) -> tuple[dict[str, Any], str]:
+        """Wait for the run to end, at most ``within`` seconds after it started (whenever the caller asks)."""
         try:
-            self.proc.wait(timeout)
+            self.proc.wait(max(0.0, self.started + within - time.monotonic()))
         except subprocess.TimeoutExpired as exc:
             self.stop()
             raise AssertionError(
-                f"the background DAG run did not end within {timeout:.0f}s:\n{self.output()[-5000:]}"
+                f"the background DAG run did not end within {within:.0f}s of its start:\n{self.output()[-5000:]}"
             ) from exc
         out = self.output()
         match = re.search(r"^DAG-RESULT (\{.*\})$", out, re.MULTILINE)
@@ -367,7 +375,7 @@ def start_background_dag(
 def timeout_run(
     airflow_db: Path, gateways: Gateways, lab: Lab, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[BackgroundDagRun]:
-    """The ``timeout`` scenario (1-minute limit, ~90 s real time), deferrable, started at session start."""
+    """The ``timeout`` scenario (1-minute limit, ~90 s real time), deferrable, started on first use."""
     env = airflow_env(gateways, SLURMAPI_DEFERRABLE="true")
     workdir = tmp_path_factory.mktemp("slurm-bg")
     run = start_background_dag(airflow_db, env, "slurm_scenarios.py", "timeout", workdir, lab)
@@ -381,7 +389,7 @@ def timeout_run(
 
 @dataclass
 class AgedJob:
-    """A quick job submitted at session start through the hook, to be found in the history later."""
+    """A quick job submitted through the hook on first use, to be found in the history once it left the queue."""
 
     job_id: int
 
@@ -397,11 +405,28 @@ def aged_job(gateways: Gateways, lab: Lab) -> AgedJob:
     return AgedJob(result.job_id)
 
 
+@dataclass
+class ContractRuns:
+    """The live contract script's two runs in background threads, keyed ``slurm`` and ``emulator``."""
+
+    futures: dict[str, Future[Any]]
+    started: float = field(default_factory=time.monotonic)
+
+    def transcript(self, name: str, within: float) -> Any:
+        """The run's transcript, waited for at most ``within`` seconds after it started; its failure is raised."""
+        try:
+            return self.futures[name].result(timeout=max(0.0, self.started + within - time.monotonic()))
+        except FutureTimeout:
+            raise AssertionError(
+                f"the contract script on {name} did not end within {within:.0f}s of its start"
+            ) from None
+
+
 @pytest.fixture(scope="session")
 def contract_transcripts(
     gateways: Gateways, lab: Lab, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, Future[Any]]]:
-    """The live contract script, run at session start against a plain emulator and against real Slurm."""
+) -> Iterator[ContractRuns]:
+    """The live contract script, started on first use against a plain emulator and against real Slurm."""
     from airflow_provider_slurmapi.emulator import EmulatorConfig, run_emulator
     from tests.live_slurm import test_contract_live as contract
 
@@ -417,11 +442,11 @@ def contract_transcripts(
             workdir=str(workdir),
         )
     ) as emulator:
-        futures: dict[str, Future[Any]] = {}
+        runs = ContractRuns({})
         threads = []
         for name, handle, cwd in (("emulator", emulator, str(workdir)), ("slurm", gateways.get("body"), "/tmp")):
             future: Future[Any] = Future()
-            futures[name] = future
+            runs.futures[name] = future
 
             def work(handle: Any = handle, cwd: str = cwd, future: Future[Any] = future) -> None:
                 try:
@@ -433,6 +458,6 @@ def contract_transcripts(
             thread = threading.Thread(target=work, name=f"contract-{name}", daemon=True)
             thread.start()
             threads.append(thread)
-        yield futures
+        yield runs
         for thread in threads:
             thread.join(180)

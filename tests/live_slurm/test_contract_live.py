@@ -2,7 +2,7 @@
 
 The script (:func:`run_contract_script`) talks the ``callSlurmRestApi`` envelope through a tiny client
 (base URL + bearer token) and records every answer. It runs from the start of the session in two
-background threads (see ``contract_transcripts`` in conftest.py); the tests below compare the two
+background threads (see ``contract_transcripts`` in conftest.py); the tests below wait for it and compare the two
 transcripts: HTTP statuses, top-level and job-level keys and JSON types, the sequence of job states
 and the values that carry meaning (error numbers, reasons, warnings, id types).
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,9 +22,11 @@ import pytest
 import requests
 
 from tests.fixtures import type_name
+from tests.live_slurm.conftest import TIMEOUT_RUN_BUDGET, ContractRuns
 
 pytestmark = pytest.mark.slurm
-RUN_LATE = True  # reads the transcripts of the background script: after the other tests
+# The script's budget from its start: about 3 minutes of Slurm waits (a purge among them) on a shared lab.
+SCRIPT_BUDGET = 480
 
 V = "v0.0.42"
 OLD_VERSIONS = ("v0.0.40", "v0.0.41")
@@ -315,10 +316,10 @@ def shape_diff(real: Reply, emu: Reply, job_name: str | None = None) -> list[str
 
 
 @pytest.fixture(scope="module")
-def transcripts(contract_transcripts: dict[str, Future[Any]]) -> tuple[Transcript, Transcript]:
+def transcripts(contract_transcripts: ContractRuns) -> tuple[Transcript, Transcript]:
     """(real Slurm, emulator): the background script's results (its failure fails every test here)."""
-    real = contract_transcripts["slurm"].result(timeout=300)
-    emu = contract_transcripts["emulator"].result(timeout=300)
+    real = contract_transcripts.transcript("slurm", within=SCRIPT_BUDGET)
+    emu = contract_transcripts.transcript("emulator", within=SCRIPT_BUDGET)
     return real, emu
 
 
@@ -611,7 +612,7 @@ def test_timeout_records_agree(timeout_run: Any, tmp_path: Any) -> None:
     from airflow_provider_slurmapi.emulator import EmulatorConfig, run_emulator
     from tests.live_slurm.conftest import CLUSTER_ID, GATEWAY_TOKEN
 
-    timeout_run.result(timeout=300)
+    timeout_run.result(within=TIMEOUT_RUN_BUDGET)
     job_id = timeout_run.job_id()
     assert job_id is not None and timeout_run.last_live is not None, "the time-limit job's live record was not kept"
     status, body = timeout_run.last_live

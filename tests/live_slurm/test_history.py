@@ -1,7 +1,7 @@
 """A finished job that has left the live queue (MinJobAge) is read from the accounting history.
 
-The job is submitted through the hook when the session starts (``aged_job``); these tests run last,
-so by then it has long finished and usually left the queue already.
+The job is submitted through the hook when the session starts (``aged_job``); each test waits until it
+has finished and left the live queue (10-14 s after its end), so the tests pass in any order and alone.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from tests.live_slurm.conftest import AgedJob, make_hook, run_dag_capture
 from tests.live_slurm.lab import Lab
 
 pytestmark = pytest.mark.slurm
-RUN_LATE = True
 
 
 @pytest.fixture
 def purged_job(aged_job: AgedJob, lab: Lab, monkeypatch: pytest.MonkeyPatch) -> int:
-    record = lab.wait_purged(aged_job.job_id, timeout=120)
+    lab.final(aged_job.job_id, timeout=300)  # a shared queue may keep it pending for a while
+    record = lab.wait_purged(aged_job.job_id, timeout=90)
     assert record.state == "COMPLETED", record
     monkeypatch.setenv("SLURMAPI_LIVE_JOB_ID", str(aged_job.job_id))
     return aged_job.job_id

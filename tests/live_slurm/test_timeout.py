@@ -1,8 +1,8 @@
 """A job that hits its 1-minute time limit (TIMEOUT, TimeLimit), waited for by a deferrable task.
 
 It takes ~90 s of real time, so it runs ONCE, in a background process started with the session
-(``timeout_run``: ``dag.test()`` of the ``timeout`` scenario, own Airflow home); this test only
-collects its outcome, and runs last.
+(``timeout_run``: ``dag.test()`` of the ``timeout`` scenario, own Airflow home); this test waits for
+its outcome, whenever it runs.
 """
 
 from __future__ import annotations
@@ -12,15 +12,14 @@ from typing import Any
 
 import pytest
 
-from tests.live_slurm.conftest import BackgroundDagRun
+from tests.live_slurm.conftest import TIMEOUT_RUN_BUDGET, BackgroundDagRun
 from tests.live_slurm.lab import Lab
 
 pytestmark = pytest.mark.slurm
-RUN_LATE = True
 
 
 def test_time_limit_ends_in_timeout(timeout_run: BackgroundDagRun, lab: Lab, gateway: Any) -> None:
-    outcome, log = timeout_run.result(timeout=300)
+    outcome, log = timeout_run.result(within=TIMEOUT_RUN_BUDGET)
     assert (outcome["state"], outcome["tasks"]) == ("failed", {"job": "failed"}), log[-5000:]
     match = re.search(r"Submitted Slurm job (\d+)", log)
     assert match, log[-5000:]
