@@ -32,7 +32,10 @@ os.environ.setdefault("AIRFLOW__WEBSERVER__SECRET_KEY", "slurmapi-tests-shared-s
 # dag.test() syncs DAGs from the DAGs folder: it holds links to the example DAGs and the test DAGs.
 DAGS_FOLDER = _AIRFLOW_HOME / "dags"
 DAGS_FOLDER.mkdir()
-for _dag_file in [*(REPO / "example_dags").glob("*.py"), *(REPO / "tests" / "dag_files").glob("*.[ps][yh]")]:
+for _dag_file in [
+    *(REPO / "example_dags").glob("*.py"),
+    *(REPO / "tests" / "dag_runs" / "dag_files").glob("*.[ps][yh]"),
+]:
     (DAGS_FOLDER / _dag_file.name).symlink_to(_dag_file)
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(DAGS_FOLDER)
 os.environ["AIRFLOW__LOGGING__LOGGING_LEVEL"] = "INFO"
