@@ -32,7 +32,10 @@ os.environ.setdefault("AIRFLOW__WEBSERVER__SECRET_KEY", "slurmapi-tests-shared-s
 # dag.test() syncs DAGs from the DAGs folder: it holds links to the example DAGs and the test DAGs.
 DAGS_FOLDER = _AIRFLOW_HOME / "dags"
 DAGS_FOLDER.mkdir()
-for _dag_file in [*(REPO / "example_dags").glob("*.py"), *(REPO / "tests" / "dag_files").glob("*.[ps][yh]")]:
+for _dag_file in [
+    *(REPO / "example_dags").glob("*.py"),
+    *(REPO / "tests" / "dag_runs" / "dag_files").glob("*.[ps][yh]"),
+]:
     (DAGS_FOLDER / _dag_file.name).symlink_to(_dag_file)
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(DAGS_FOLDER)
 os.environ["AIRFLOW__LOGGING__LOGGING_LEVEL"] = "INFO"
@@ -77,7 +80,7 @@ def credentials_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def emulator_config(credentials_file: Path, tmp_path: Path, **overrides: Any) -> Any:
-    from airflow_provider_slurmapi.emulator import EmulatorConfig
+    from slurmapi_emulator import EmulatorConfig
 
     settings: dict[str, Any] = {
         "credentials_file": credentials_file,
@@ -96,7 +99,7 @@ def emulator_factory(credentials_file: Path, tmp_path: Path) -> Iterator[Any]:
     """Start emulators with chosen settings; all are stopped (and their jobs killed) after the test."""
     from contextlib import ExitStack
 
-    from airflow_provider_slurmapi.emulator import run_emulator
+    from slurmapi_emulator import run_emulator
 
     with ExitStack() as stack:
 
@@ -123,6 +126,11 @@ def connection_uri_env(emulator: Any, credentials_file: Path, **extra: Any) -> s
 @pytest.fixture
 def gcp_connection(emulator: Any, credentials_file: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """``google_cloud_default`` pointing at the emulator, with a real service-account key."""
+    return point_airflow_at(emulator, credentials_file, monkeypatch)
+
+
+def point_airflow_at(emulator: Any, credentials_file: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Point ``google_cloud_default`` and the test DAGs' cluster settings at ``emulator``."""
     monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", connection_uri_env(emulator, credentials_file))
     for name, value in (
         ("SLURMAPI_PROJECT", PROJECT),

@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import PROJECT, REGION, connection_uri_env
 from tests.deployment.harness import Deployment, DeploymentError, running_deployment
-from tests.slurm.lab import LAB_SCRIPT, Lab, LabUnavailable, find_or_start_lab
+from tests.live_slurm.lab import LAB_SCRIPT, Lab, LabUnavailable, find_or_start_lab
 
 HERE = Path(__file__).resolve().parent
 CLUSTER_ID = "slurm-lab"
@@ -55,7 +55,7 @@ def lab() -> Lab:
 @pytest.fixture(scope="session")
 def gateway(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The emulator in gateway mode in front of the real lab; jobs left behind are cancelled at the end."""
-    from airflow_provider_slurmapi.emulator import EmulatorConfig, run_emulator
+    from slurmapi_emulator import EmulatorConfig, run_emulator
 
     creds = tmp_path_factory.mktemp("deployment-gateway") / "service-account.json"
     config = EmulatorConfig(

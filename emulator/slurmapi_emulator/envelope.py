@@ -1,0 +1,133 @@
+"""The `callSlurmRestApi` envelope: request validation, Google-style errors, answer encoding.
+
+Kept apart from the HTTP server so the envelope's rules (what is INVALID_ARGUMENT, how a Slurm
+answer is wrapped in `body` or `structuredBody`) read in one place.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from .config import EnvelopeMode
+from .slurm_api import BackendAnswer
+
+MAX_REQUEST_BYTES = 1_048_576
+METHODS = {"HTTP_METHOD_GET": "GET", "HTTP_METHOD_POST": "POST", "HTTP_METHOD_DELETE": "DELETE"}
+REQUEST_FIELDS = {"method", "path", "body"}
+RUN_PERMISSION = "aiplatform.googleapis.com/modelDevelopmentClusters.run"
+_JOB_PATH = re.compile(r"^/slurm/[^/]+/job/[^/?]+/?$")
+
+
+class GoogleFrontEndError(Exception):
+    """An error the Google front end answers itself, before Slurm is reached: a Google API error
+    (`{"error": {"code", "message", "status"}}`, see :func:`google_error`)."""
+
+    def __init__(self, code: int, status: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+        self.message = message
+
+
+def google_error(code: int, status: str, message: str) -> web.Response:
+    """A Google API error response: `{"error": {"code", "message", "status"}}` with that HTTP code."""
+    body = {"error": {"code": code, "message": message, "status": status}}
+    headers = {"WWW-Authenticate": 'Bearer realm="https://accounts.google.com/"'} if code == 401 else None
+    return web.json_response(body, status=code, headers=headers)
+
+
+def unauthenticated() -> GoogleFrontEndError:
+    return GoogleFrontEndError(
+        401,
+        "UNAUTHENTICATED",
+        "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or "
+        "other valid authentication credential. See "
+        "https://developers.google.com/identity/sign-in/web/devconsole-project.",
+    )
+
+
+@dataclass(frozen=True)
+class SlurmCall:
+    """A validated envelope request."""
+
+    method: str  # GET / POST / DELETE
+    path: str
+    body: Any
+
+    @property
+    def kind(self) -> str:
+        """The fault/counter category of the call (see faults.MATCHES)."""
+        base = self.path.split("?", 1)[0]
+        if base.startswith("/slurmdb/"):
+            return "slurmdb"
+        if self.method == "POST" and base.rstrip("/").endswith("/job/submit"):
+            return "submit"
+        if base.rstrip("/").endswith("/jobs/state"):
+            return "jobs-state"
+        if base.rstrip("/").endswith("/jobs"):
+            return "jobs"
+        if base.rstrip("/").endswith("/partitions"):
+            return "partitions"
+        if _JOB_PATH.match(base):
+            return "job-delete" if self.method == "DELETE" else "job-get"
+        return "other"
+
+
+def parse_request(raw: bytes, *, reject_query_strings: bool) -> SlurmCall:
+    """Check an envelope request body the way the Google front end would; raises GoogleFrontEndError."""
+    if len(raw) >= MAX_REQUEST_BYTES:
+        raise GoogleFrontEndError(
+            400, "INVALID_ARGUMENT", f"Request payload size exceeds the limit: {MAX_REQUEST_BYTES} bytes."
+        )
+    try:
+        data = json.loads(raw) if raw.strip() else {}
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise GoogleFrontEndError(400, "INVALID_ARGUMENT", f"Invalid JSON payload received. {exc}") from exc
+    if not isinstance(data, dict):
+        raise GoogleFrontEndError(
+            400, "INVALID_ARGUMENT", "Invalid JSON payload received. Root element must be a message."
+        )
+    for key in data:
+        if key not in REQUEST_FIELDS:
+            raise GoogleFrontEndError(
+                400, "INVALID_ARGUMENT", f'Invalid JSON payload received. Unknown name "{key}": Cannot find field.'
+            )
+    method = data.get("method")
+    if method not in METHODS:
+        raise GoogleFrontEndError(
+            400,
+            "INVALID_ARGUMENT",
+            f"Invalid value at 'method' (type.googleapis.com/google.cloud.aiplatform."
+            f"v1beta1.CallSlurmRestApiRequest.HttpMethod), {json.dumps(method)}; expected one "
+            f"of {', '.join(METHODS)}",
+        )
+    path = data.get("path")
+    if not isinstance(path, str) or not (path.startswith("/slurm/") or path.startswith("/slurmdb/")):
+        raise GoogleFrontEndError(
+            400,
+            "INVALID_ARGUMENT",
+            f"Invalid path {json.dumps(path)}: it must be a Slurm REST path starting with /slurm/ or /slurmdb/.",
+        )
+    if reject_query_strings and "?" in path:
+        raise GoogleFrontEndError(
+            400, "INVALID_ARGUMENT", f"Invalid path {json.dumps(path)}: query strings are not supported."
+        )
+    body = data.get("body")
+    if body is not None and not isinstance(body, dict):
+        raise GoogleFrontEndError(
+            400, "INVALID_ARGUMENT", "Invalid JSON payload received. 'body' must be a JSON object."
+        )
+    verb = METHODS[method]
+    return SlurmCall(verb, path, body if verb == "POST" else None)
+
+
+def encode_answer(resp: BackendAnswer, mode: EnvelopeMode) -> str:
+    """Wrap a Slurm answer: `body` as a string, or `structuredBody` as an object if it is JSON."""
+    if mode == "structured" and resp.is_json:
+        return f'{{"status":{resp.status},"structuredBody":{resp.text}}}'
+    return f'{{"status":{resp.status},"body":{json.dumps(resp.text)}}}'
