@@ -117,4 +117,4 @@ slurm-lab-down:
 	scripts/slurm-lab down
 
 clean:
-	rm -rf .demo build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .demo build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .coverage .coverage.* htmlcov
