@@ -8,6 +8,8 @@ session (:mod:`tests.unit.recorded_slurm`); the operator's own code runs whole.
 
 from __future__ import annotations
 
+import copy
+import time
 from typing import Any
 
 import pytest
@@ -186,4 +188,59 @@ def test_a_job_this_try_submitted_that_is_cancelled_fails_the_task() -> None:
     slurm.job(NEW, LIVE_CANCELLED)
     with pytest.raises(AirflowException, match="CANCELLED"):
         operator(slurm, deferrable=False).execute(task_context(TaskInstance(), StateStore()))
+    assert len(slurm.submits()) == 1
+
+
+# -- found by its tag: the stored id is gone (no task state store, XCom cleared) -----------------------
+def first_try_comment(ti: TaskInstance) -> str:
+    """The comment the first try of ``ti`` put on its job, as sent in its submit."""
+    slurm = RecordedSlurm()
+    slurm.accepts_submit(EARLIER)
+    operator(slurm, wait_for_completion=False).execute(task_context(ti, StateStore()))
+    (submit,) = slurm.submits()
+    return str(submit["job"]["comment"])
+
+
+def history_with(slurm: RecordedSlurm, *jobs: tuple[int, str, str, str]) -> None:
+    """The history (Slurm's recorded list) holding ``(job_id, state, user, comment)`` records, oldest first."""
+    body = slurm.answer("GET", f"/slurmdb/{API_VERSION}/jobs/", "53_slurmdb_jobs_user_tester")
+    template = body["jobs"][0]
+    body["jobs"] = []
+    now = int(time.time())
+    for job_id, state, user, comment in jobs:
+        record = copy.deepcopy(template)
+        record.update(job_id=job_id, user=user)
+        record["state"]["current"] = [state]
+        record["comment"]["job"] = comment
+        record["time"]["submission"] = now - 100 + job_id
+        body["jobs"].append(record)
+
+
+def test_a_retry_without_its_stored_id_finds_its_completed_job_by_its_tag() -> None:
+    comment = first_try_comment(TaskInstance(try_number=1))
+    slurm = RecordedSlurm()
+    history_with(slurm, (7, "COMPLETED", "tester", ""), (EARLIER, "COMPLETED", "tester", comment))
+    ti = TaskInstance(try_number=2)
+    assert operator(slurm).execute(task_context(ti)) == EARLIER
+    assert slurm.submits() == []
+
+
+def test_the_job_of_another_map_index_is_not_this_task_instances() -> None:
+    comment = first_try_comment(TaskInstance(try_number=1, map_index=0))
+    slurm = RecordedSlurm()
+    history_with(slurm, (EARLIER, "COMPLETED", "tester", comment))
+    slurm.accepts_submit(NEW)
+    ti = TaskInstance(try_number=2, map_index=1)
+    assert operator(slurm, wait_for_completion=False).execute(task_context(ti)) == NEW
+    assert len(slurm.submits()) == 1
+
+
+def test_a_completed_job_of_another_user_carrying_a_copy_of_the_tag_is_not_taken() -> None:
+    """The tag is visible in the queue: anyone can copy it onto a job of their own, later than ours."""
+    comment = first_try_comment(TaskInstance(try_number=1))
+    slurm = RecordedSlurm()
+    history_with(slurm, (EARLIER, "FAILED", "tester", comment), (EARLIER + 5, "COMPLETED", "mallory", comment))
+    slurm.accepts_submit(NEW)
+    ti = TaskInstance(try_number=2)
+    assert operator(slurm, wait_for_completion=False).execute(task_context(ti)) == NEW
     assert len(slurm.submits()) == 1
