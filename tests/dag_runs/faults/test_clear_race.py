@@ -123,8 +123,13 @@ def test_a_deferred_reattach_carries_its_origin_to_the_resumed_task(gcp_connecti
     hook = SlurmApiHook(**CLUSTER)
     hook.cancel_job(first)
     gcp_connection.wait_for_state(first, ["CANCELLED"], timeout=20)
+    # The trigger fires only once the job is over: not while its epilog still runs (CANCELLED+COMPLETING).
     cancelled = hook.get_job(first)
-    assert cancelled is not None
+    deadline = time.monotonic() + 20
+    while cancelled is not None and not cancelled.is_finished and time.monotonic() < deadline:
+        time.sleep(0.1)
+        cancelled = hook.get_job(first)
+    assert cancelled is not None and cancelled.is_finished, cancelled
     event = {"status": "failed", "job_id": first, "message": cancelled.failure_message(), "job": cancelled.to_dict()}
     with pytest.raises(TaskDeferred) as again:
         operator(deferrable=True).execute_complete(
