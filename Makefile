@@ -2,7 +2,6 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PYTHON ?= python3
-export SLURMAPI_SHARED_DIR ?= $(abspath ../shared)
 
 # The tests without real Slurm mostly wait on jobs and sockets: three at once on two cores, a module
 # per worker (each worker has its own Airflow home and database). Real Slurm runs alone: its lab has 2 CPUs.

@@ -1,6 +1,6 @@
 """Contract: the emulator's answers against the answers of a real Slurm 24.11.5 cluster.
 
-For each captured answer in shared/slurm-24.11-responses/, the emulator is brought into the same
+For each captured answer in tests/fixtures/slurm-24.11/, the emulator is brought into the same
 situation and asked the same request; its answer must have the same HTTP status, the same keys
 (recursively) and the same JSON types, and the same values where they carry meaning (states,
 reasons, error numbers). Runs offline: the fixtures are files.
@@ -17,18 +17,18 @@ from typing import Any
 import pytest
 
 from airflow_provider_slurmapi.emulator import EmulatorConfig, EmulatorHandle, run_emulator
-from tests.fixtures import type_name
+from tests.fixtures import OPENAPI, OPENAPI_FILES, RESPONSES, type_name
 
-from .conftest import TOKEN, Answer, Client, V, job_desc, shared_dir, wait_until
+from .conftest import TOKEN, Answer, Client, V, job_desc, wait_until
 
-FIXTURES = shared_dir() / "slurm-24.11-responses"
+FIXTURES = RESPONSES
 
 
 @pytest.fixture(autouse=True)
 def _fixtures_present() -> None:
     """The contract is checked against the real answers: without them, fail (never skip) and say where."""
     if not FIXTURES.is_dir():
-        pytest.fail(f"no Slurm fixtures at {FIXTURES}: set SLURMAPI_SHARED_DIR to the shared/ folder")
+        pytest.fail(f"no Slurm fixtures at {FIXTURES}: record them with 'scripts/slurm-lab record'")
 
 
 def fixture(name: str) -> tuple[int, Any, dict[str, Any]]:
@@ -385,13 +385,6 @@ def test_slurmdb_unknown_and_lists(world: World) -> None:
 
 
 # ------------------------------------------------------------------------------------------ OpenAPI
-SPEC_FILES = {
-    "v0.0.40": "slurm-openapi-v0.0.40.json",
-    "v0.0.41": "slurmrestd-24.11.5-generated-v0.0.40-42.json",  # the only spec holding v0.0.41
-    "v0.0.42": "slurm-openapi-v0.0.42.json",
-    "v0.0.43": "slurm-openapi-v0.0.43.json",
-    "v0.0.44": "slurm-openapi-v0.0.44.json",
-}
 
 
 def _schema_registry(version: str = V) -> Any:
@@ -404,7 +397,7 @@ def _schema_registry(version: str = V) -> Any:
     import referencing
     from referencing.jsonschema import DRAFT4
 
-    spec = json.loads((shared_dir() / "slurm-openapi" / SPEC_FILES[version]).read_text())
+    spec = json.loads((OPENAPI / OPENAPI_FILES[version]).read_text())
 
     def fix(node: Any) -> None:
         if isinstance(node, dict):
