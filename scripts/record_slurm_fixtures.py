@@ -6,6 +6,9 @@ Runs the scenarios against slurmrestd (plain HTTP, no code of the provider) and 
 own OpenAPI document (v0.0.40-42) into ``DIR/slurm-openapi/``. The names and the story (jobs A, B, F,
 H, ...) are the ones the tests know. Job ids and times differ between recordings; nothing else should.
 
+Numbers are written as the first recording wrote them (through jq): a whole float as an integer
+(slurmrestd's ``1.0`` as ``1``); JSON does not tell them apart.
+
 The lab is shared: list answers keep only this recording's jobs (the ``.meta`` says how many were
 left out), and the recording waits for a quiet node before the scenarios that need both CPUs.
 
@@ -38,6 +41,17 @@ ENV = ["PATH=/bin:/usr/bin"]
 NAMES = {"t", "t_jobscript", "t_fail", "t_held", "bad", "tl_int", "noenv", "unk", "big", "tl", "t_sigkill"}
 NAMES |= {"t_timeout", "t_paths"}
 FINISHED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
+
+
+def whole_numbers(value: Any) -> Any:
+    """``value`` with every float that holds a whole number written as an integer (as jq prints it)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: whole_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [whole_numbers(item) for item in value]
+    return value
 
 
 def log(message: str) -> None:
@@ -122,7 +136,7 @@ class Recorder:
             f"captured_at_epoch: {int(time.time())}",
         ]
         try:
-            answer: Any = json.loads(text)
+            answer: Any = whole_numbers(json.loads(text))
         except ValueError:
             answer = text
         if isinstance(answer, dict) and isinstance(answer.get("jobs"), list) and self._is_list(path):
@@ -191,6 +205,10 @@ class Recorder:
 
         self.wait(f"job {label} ({self.ids[label]}) in {sorted(states)} {reason or ''}", check, timeout)
 
+    def wait_purged(self, label: str, timeout: float = 120) -> None:
+        job_id = self.ids[label]
+        self.wait(f"job {label} ({job_id}) to leave the live queue", lambda: self.live(job_id) is None, timeout, 1)
+
     def wait_history_finished(self, label: str, timeout: float = 120) -> None:
         def check() -> bool:
             record = self.history(self.ids[label])
@@ -249,6 +267,7 @@ def record(rec: Recorder, root_token: str, short_token: str, ctld_only_url: str,
     rec.wait_live("A", {"COMPLETED"})
     rec.call("16_job_A_completed", "GET", f"/slurm/{V}/job/{ids['A']}")
     rec.call("19_cancel_running_B", "DELETE", f"/slurm/{V}/job/{ids['B']}")
+    rec.wait_live("B", {"CANCELLED"}, timeout=10)  # its COMPLETING flag gone, as the first recording saw it
     rec.call("20_job_B_right_after_cancel", "GET", f"/slurm/{V}/job/{ids['B']}")
     time.sleep(2)
     rec.call("21_job_B_after_cancel_2s", "GET", f"/slurm/{V}/job/{ids['B']}")
@@ -257,6 +276,10 @@ def record(rec: Recorder, root_token: str, short_token: str, ctld_only_url: str,
     rec.call("24_cancel_unknown_999999", "DELETE", f"/slurm/{V}/job/999999")
     rec.call("25_job_unknown_999999", "GET", f"/slurm/{V}/job/999999")
     rec.call("26_job_nonnumeric_abc", "GET", f"/slurm/{V}/job/abc")
+
+    # MinJobAge: A, B and F leave the live queue (the history keeps them) before the next jobs come.
+    for label in ("A", "B", "F"):
+        rec.wait_purged(label)
     rec.submit("H", "27_submit_held", {"job": job("t_held", hold=True, script="#!/bin/bash\nsleep 1\n")})
     rec.call("28_job_held_pending", "GET", f"/slurm/{V}/job/{ids['H']}")
     rec.call("29_cancel_pending_held", "DELETE", f"/slurm/{V}/job/{ids['H']}")
@@ -288,8 +311,6 @@ def record(rec: Recorder, root_token: str, short_token: str, ctld_only_url: str,
     rec.call("44_other_versions_ping_v0.0.40", "GET", "/slurm/v0.0.40/ping")
     rec.call("45_unknown_version_ping_v0.0.39", "GET", "/slurm/v0.0.39/ping")
 
-    # After MinJobAge A has left the live queue; the history has every job.
-    rec.wait("job A to leave the live queue", lambda: rec.live(ids["A"]) is None, timeout=120, interval=1)
     rec.call("46_job_A_after_purge_from_live_queue", "GET", f"/slurm/{V}/job/{ids['A']}")
     rec.call("47_jobs_all_after_purge", "GET", f"/slurm/{V}/jobs/")
     for label in ("A", "B", "F", "H"):
@@ -341,7 +362,10 @@ def record(rec: Recorder, root_token: str, short_token: str, ctld_only_url: str,
     rec.call("74_slurmdb_job_timeout", "GET", f"/slurmdb/{V}/job/{ids['T']}")
     rec.call("75_slurmdb_job_paths", "GET", f"/slurmdb/{V}/job/{ids['P']}")
 
-    # Query strings of the history and the live list.
+    # Query strings of the history and the live list, once T's end lies a while in the past (a state
+    # query without a time window looks at "now" only).
+    t_end = (rec.history(ids["T"]) or {}).get("time", {}).get("end", time.time())
+    time.sleep(max(0.0, t_end + 15 - time.time()))
     db = f"/slurmdb/{V}/jobs/"
     window = f"start_time={rec.started - 600}&end_time={int(time.time()) + 60}"
     rec.call("76_slurmdb_jobs_by_state", "GET", f"{db}?state=TIMEOUT,FAILED")
@@ -373,7 +397,9 @@ def record_openapi(rec: Recorder, openapi_dir: Path) -> None:
     status, text, ctype, took = rec.request("GET", "/openapi/v3")
     if status != 200:
         raise SystemExit(f"record: GET /openapi/v3 answered {status}: {text[:200]}")
-    (openapi_dir / f"{SPEC}.json").write_text(json.dumps(json.loads(text), indent=2, ensure_ascii=False) + "\n")
+    (openapi_dir / f"{SPEC}.json").write_text(
+        json.dumps(whole_numbers(json.loads(text)), indent=2, ensure_ascii=False) + "\n"
+    )
     meta = [
         "method: GET",
         f"url: {rec.url}/openapi/v3",
