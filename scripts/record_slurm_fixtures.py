@@ -217,7 +217,7 @@ class Recorder:
         self.wait(f"the history of job {label} to say it ended", check, timeout)
 
     def wait_quiet_node(self, timeout: float = 600) -> None:
-        """Both CPUs free of other users' jobs: A and B must run side by side and F wait behind them."""
+        """No job waits or runs: A and B must run side by side and F wait behind them; later jobs start at once."""
 
         def check() -> bool:
             answer = self.get(f"/slurm/{V}/jobs/")
@@ -335,7 +335,9 @@ def record(rec: Recorder, root_token: str, short_token: str, ctld_only_url: str,
     rec.call("64_slurmdb_job_bad_token", "GET", f"/slurmdb/{V}/job/{ids['A']}", token=bad)
     rec.call("65_slurmdb_no_token", "GET", f"/slurmdb/{V}/job/{ids['A']}", token=None)
 
-    # How jobs end: exit 3, SIGKILL, a time limit, output paths.
+    # How jobs end: exit 3, SIGKILL, a time limit, output paths; on an empty node, so that Slurm's main
+    # scheduler starts them at once (not its backfill, which sets other flags).
+    rec.wait_quiet_node()
     rec.submit("F2", "_submit_F2", {"job": job("t_fail", **LIMIT_2, script=script_f)})
     rec.submit("K", "_submit_K", {"job": job("t_sigkill", **LIMIT_2, script="#!/bin/bash\nkill -9 $$\n")})
     limit_1 = {"time_limit": {"set": True, "number": 1}}
