@@ -335,20 +335,20 @@ def record(rec: Recorder, root_token: str, short_token: str, ctld_only_url: str,
     rec.call("64_slurmdb_job_bad_token", "GET", f"/slurmdb/{V}/job/{ids['A']}", token=bad)
     rec.call("65_slurmdb_no_token", "GET", f"/slurmdb/{V}/job/{ids['A']}", token=None)
 
-    # How jobs end: exit 3, SIGKILL, a time limit, output paths; on an empty node, so that Slurm's main
-    # scheduler starts them at once (not its backfill, which sets other flags).
+    # How jobs end: exit 3, SIGKILL, a time limit, output paths; two at a time on an empty node, so that
+    # Slurm's main scheduler starts each at once (not its backfill, which sets other flags).
     rec.wait_quiet_node()
     rec.submit("F2", "_submit_F2", {"job": job("t_fail", **LIMIT_2, script=script_f)})
     rec.submit("K", "_submit_K", {"job": job("t_sigkill", **LIMIT_2, script="#!/bin/bash\nkill -9 $$\n")})
+    rec.wait_live("F2", {"FAILED"})
+    rec.call("66_job_failed_exit3_live", "GET", f"/slurm/{V}/job/{ids['F2']}")
+    rec.wait_live("K", {"FAILED"})
+    rec.call("67_job_sigkill_live", "GET", f"/slurm/{V}/job/{ids['K']}")
     limit_1 = {"time_limit": {"set": True, "number": 1}}
     rec.submit("T", "_submit_T", {"job": job("t_timeout", **limit_1, script="#!/bin/bash\nsleep 300\n")})
     paths = {"standard_output": "/tmp/paths-%j.out", "standard_error": "/tmp/paths-%j.err"}
     script_p = "#!/bin/bash\necho out\necho err >&2\n"
     rec.submit("P", "_submit_P", {"job": job("t_paths", **LIMIT_2, **paths, script=script_p)})
-    rec.wait_live("F2", {"FAILED"})
-    rec.call("66_job_failed_exit3_live", "GET", f"/slurm/{V}/job/{ids['F2']}")
-    rec.wait_live("K", {"FAILED"})
-    rec.call("67_job_sigkill_live", "GET", f"/slurm/{V}/job/{ids['K']}")
     rec.wait_live("T", {"RUNNING"})
     rec.wait("the history to hold T as running", lambda: running_in_history(rec, ids["T"]), interval=0.5)
     rec.call("68_slurmdb_job_running", "GET", f"/slurmdb/{V}/job/{ids['T']}")
