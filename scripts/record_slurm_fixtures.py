@@ -216,20 +216,59 @@ class Recorder:
 
         self.wait(f"the history of job {label} to say it ended", check, timeout)
 
-    def wait_quiet_node(self, timeout: float = 600) -> None:
-        """No job waits or runs: A and B must run side by side and F wait behind them; later jobs start at once."""
+    def wait_quiet_node(self, *own: str, timeout: float = 600) -> None:
+        """No job but ``own`` waits, runs or completes: Slurm's main scheduler then starts the next job at
+        once, as in the first recording (a busy lab leaves it to the backfill, which sets other flags)."""
+        allowed = {self.ids[label] for label in own}
 
         def check() -> bool:
             answer = self.get(f"/slurm/{V}/jobs/")
-            busy = [j["job_id"] for j in answer.get("jobs", []) if j["job_state"][0] in ("RUNNING", "PENDING")]
+            busy = [
+                j["job_id"]
+                for j in answer.get("jobs", [])
+                if j["job_id"] not in allowed
+                and (j["job_state"][0] in ("RUNNING", "PENDING", "SUSPENDED") or "COMPLETING" in j["job_state"])
+            ]
             if busy:
-                log(f"waiting for the lab's queue to empty (jobs {busy[:10]})")
+                log(f"waiting for other jobs of the lab to end: {busy[:10]}")
             return not busy
 
         try:
-            self.wait("a quiet node", check, timeout, interval=5)
+            self.wait("a quiet node", check, timeout, interval=2)
         except SystemExit:
-            log("the queue never emptied: recording anyway (pending reasons may differ)")
+            log("the queue never emptied: recording anyway (the story check below will say what differs)")
+
+
+def check_story(out: Path) -> list[str]:
+    """What the tests rely on that a busy lab can change; empty when the recording followed the story."""
+
+    def first(name: str) -> Any:
+        return json.loads((out / f"{name}.json").read_text())["jobs"][0]
+
+    problems = []
+    started = (
+        "48_slurmdb_job_A",
+        "49_slurmdb_job_B_cancelled",
+        "50_slurmdb_job_F_failed",
+        "72_slurmdb_job_failed_exit3",
+    )
+    for name in (*started, "73_slurmdb_job_sigkill", "74_slurmdb_job_timeout", "75_slurmdb_job_paths"):
+        if "STARTED_ON_SCHEDULE" not in first(name)["flags"]:
+            problems.append(f"{name}: not started by the main scheduler ({first(name)['flags']})")
+    for path in sorted(out.glob("*.json")):
+        body = json.loads(path.read_text())
+        for record in body.get("jobs", []) if isinstance(body, dict) else []:
+            if "BACKFILL_ATTEMPTED" in (record.get("flags") or []):
+                problems.append(f"{path.stem}: job {record.get('job_id')} went through the backfill scheduler")
+    timeout = first("71_job_timeout_live")["exit_code"]
+    if timeout["status"] != ["SIGNALED"] or timeout["signal"]["name"] != "TERM":
+        problems.append(f"71_job_timeout_live: the time limit ended the job with {timeout}, not signal TERM")
+    if json.loads((out / "82_slurmdb_jobs_state_no_window.json").read_text())["jobs"]:
+        problems.append("82_slurmdb_jobs_state_no_window: found jobs")
+    names = {j["name"] for j in json.loads((out / "47_jobs_all_after_purge.json").read_text())["jobs"]}
+    if not {"t_held", "big"} <= names:
+        problems.append(f"47_jobs_all_after_purge: H or the BadConstraints job is missing ({sorted(names)})")
+    return problems
 
 
 def record(rec: Recorder, root_token: str, short_token: str, ctld_only_url: str, openapi_dir: Path) -> None:
@@ -257,6 +296,7 @@ def record(rec: Recorder, root_token: str, short_token: str, ctld_only_url: str,
         time.sleep(0.5)
     rec.call("13_jobs_flags_detail", "GET", f"/slurm/{V}/jobs/?flags=DETAIL")
     script_b = "#!/bin/bash\necho long\nsleep 120\n"
+    rec.wait_quiet_node("A")
     rec.submit("B", "14_submit_script_in_job", {"job": job("t_jobscript", **SIZES, **LIMIT_2, script=script_b)})
     script_f = "#!/bin/bash\necho failing >&2\nexit 3\n"
     rec.submit("F", "15_submit_failing_exit3", {"job": job("t_fail", **LIMIT_2, script=script_f)})
@@ -345,6 +385,7 @@ def record(rec: Recorder, root_token: str, short_token: str, ctld_only_url: str,
     rec.wait_live("K", {"FAILED"})
     rec.call("67_job_sigkill_live", "GET", f"/slurm/{V}/job/{ids['K']}")
     limit_1 = {"time_limit": {"set": True, "number": 1}}
+    rec.wait_quiet_node()
     rec.submit("T", "_submit_T", {"job": job("t_timeout", **limit_1, script="#!/bin/bash\nsleep 300\n")})
     paths = {"standard_output": "/tmp/paths-%j.out", "standard_error": "/tmp/paths-%j.err"}
     script_p = "#!/bin/bash\necho out\necho err >&2\n"
@@ -432,7 +473,15 @@ def main() -> None:
             env.get("SLURM_LAB_CTLD_ONLY_URL", ""),
             staging / OPENAPI,
         )
-        # Only a complete recording replaces the old one.
+        problems = check_story(staging / RESPONSES)
+        if problems:
+            kept_at = Path(tempfile.mkdtemp(prefix="slurm-record-rejected-"))
+            shutil.copytree(staging, kept_at, dirs_exist_ok=True)
+            raise SystemExit(
+                "record: the lab was too busy, this recording left the story the tests know; record again on a "
+                f"quiet lab ({target} is unchanged, the recording is in {kept_at}):\n  " + "\n  ".join(problems)
+            )
+        # Only a complete recording that followed the story replaces the old one.
         (target / OPENAPI).mkdir(parents=True, exist_ok=True)
         kept = here.parent / "tests" / "fixtures" / OPENAPI
         if kept.resolve() != (target / OPENAPI).resolve():  # a recording elsewhere gets the kept documents too
