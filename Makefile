@@ -27,11 +27,11 @@ LOCK2    := requirements/test-lock-airflow2.txt
 LOCK3X   := requirements/test-lock-airflow3x.txt
 AIRFLOW_2 ?= "apache-airflow==2.11.*" apache-airflow-providers-google
 COMPILE  := uv pip compile --quiet --python-version 3.11 --python-platform x86_64-unknown-linux-gnu \
-	--custom-compile-command "make lock" --extra test $(LOCK_FLAGS) pyproject.toml
+	--custom-compile-command "make lock" --no-emit-package slurmapi-emulator --extra test $(LOCK_FLAGS) pyproject.toml
 
 .PHONY: demo test test-fast test-slurm test-airflow2 test-deployment test-deployment-airflow2 test-deployment-airflow3x deployment-deps lint bench slurm-lab-up slurm-lab-down clean install lock
 
-$(VENV)/.installed: pyproject.toml $(LOCK)
+$(VENV)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK)
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	@test -x $(PY) || uv venv --quiet --python 3.11 $(VENV) 2>/dev/null || uv venv --quiet $(VENV)
 	uv pip install --quiet -p $(PY) -c $(LOCK) -e ".[test]"
@@ -47,13 +47,13 @@ lock:
 	printf '%s\n' "apache-airflow==$(AIRFLOW_3X)" apache-airflow-providers-google $(AIRFLOW_3X_PINS) | $(COMPILE) - -o $(LOCK3X)
 
 # Airflow 2.11 beside the main (3.x) venv, for the compatibility run.
-$(VENV2)/.installed: pyproject.toml $(LOCK2)
+$(VENV2)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK2)
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	@test -x $(PY2) || uv venv --quiet --python 3.11 $(VENV2) 2>/dev/null || uv venv --quiet $(VENV2)
 	uv pip install --quiet -p $(PY2) -c $(LOCK2) $(AIRFLOW_2) -e ".[test]"
 	@touch $@
 
-$(VENV3X)/.installed: pyproject.toml $(LOCK3X)
+$(VENV3X)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK3X)
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	@test -x $(PY3X) || uv venv --quiet --python 3.11 $(VENV3X) 2>/dev/null || uv venv --quiet $(VENV3X)
 	uv pip install --quiet -p $(PY3X) -c $(LOCK3X) "apache-airflow==$(AIRFLOW_3X)" apache-airflow-providers-google $(AIRFLOW_3X_PINS) -e ".[test]"
