@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_slurmapi.slurm.envelope import ClusterRef, check_endpoint
+from airflow_provider_slurmapi.slurm.cluster import check_endpoint
+from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
 from airflow_provider_slurmapi.slurm.errors import ConfigurationError
 from airflow_provider_slurmapi.slurm.versions import SlurmPaths
 from airflow_provider_slurmapi.triggers.slurm import SlurmJobTrigger
@@ -100,7 +101,7 @@ def test_project_ids_numbers_and_domain_scoped_ids_are_accepted(project_id: str)
 )
 def test_bad_project_ids_are_refused(project_id: Any) -> None:
     with pytest.raises(ConfigurationError, match=r"^project_id="):
-        ClusterRef(**{**GOOD, "project_id": project_id})
+        _ = ClusterRef(**{**GOOD, "project_id": project_id}).url  # None or "": the connection's, none here
 
 
 @pytest.mark.parametrize(
