@@ -20,7 +20,7 @@ import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack, cast
 
 import tenacity
 from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook, GoogleBaseHook
@@ -34,7 +34,7 @@ from airflow_provider_slurmapi.slurm.client import (
     as_states,
     one_off_tag,
 )
-from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef, cluster_ref
+from airflow_provider_slurmapi.slurm.cluster_ref import ClusterArgs, ClusterRef, cluster_ref
 from airflow_provider_slurmapi.slurm.envelope import HttpMethod, SlurmResponse
 from airflow_provider_slurmapi.slurm.errors import (
     SlurmApiError,
@@ -99,32 +99,16 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
     def __init__(
         self,
         *,
-        region: str | None = None,
-        cluster_id: str | None = None,
-        project_id: str | None = None,
-        gcp_conn_id: str | None = None,
-        api_version: str | None = None,
-        impersonation_chain: str | Sequence[str] | None = None,
-        api_endpoint: str | None = None,
         cluster: ClusterRef | None = None,
         timeout: float | None = None,
         retry_seconds: float | None = None,
         submit_settle_seconds: float | None = None,
-        **kwargs: Any,
+        **cluster_args: Unpack[ClusterArgs],
     ) -> None:
         # They decide where the token goes: checked before the connection is even read.
-        ref = cluster_ref(
-            cluster,
-            region=region,
-            cluster_id=cluster_id,
-            project_id=project_id,
-            gcp_conn_id=gcp_conn_id,
-            api_version=api_version,
-            impersonation_chain=impersonation_chain,
-            api_endpoint=api_endpoint,
-        )
+        ref = cluster_ref(cluster, **cluster_args)
         chain = list(ref.impersonation_chain) if ref.impersonation_chain else None
-        super().__init__(gcp_conn_id=ref.gcp_conn_id, impersonation_chain=chain, **kwargs)
+        super().__init__(gcp_conn_id=ref.gcp_conn_id, impersonation_chain=chain)
         self.cluster_ref = ref
         configured = retry_seconds if retry_seconds is not None else self._get_field("retry_seconds")
         self._init_client(
@@ -538,27 +522,12 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
     def __init__(
         self,
         *,
-        region: str | None = None,
-        cluster_id: str | None = None,
-        project_id: str | None = None,
-        gcp_conn_id: str | None = None,
-        api_version: str | None = None,
-        impersonation_chain: str | Sequence[str] | None = None,
-        api_endpoint: str | None = None,
         cluster: ClusterRef | None = None,
         timeout: float | None = None,
         retry_seconds: float | None = None,
+        **cluster_args: Unpack[ClusterArgs],
     ) -> None:
-        ref = cluster_ref(
-            cluster,
-            region=region,
-            cluster_id=cluster_id,
-            project_id=project_id,
-            gcp_conn_id=gcp_conn_id,
-            api_version=api_version,
-            impersonation_chain=impersonation_chain,
-            api_endpoint=api_endpoint,
-        )
+        ref = cluster_ref(cluster, **cluster_args)
         super().__init__(cluster=ref, gcp_conn_id=ref.gcp_conn_id, timeout=timeout, retry_seconds=retry_seconds)
         self.cluster_ref = ref
         self._init_client(ref, timeout=timeout, retry_seconds=retry_seconds)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 from airflow_provider_slurmapi.slurm.cluster import (
@@ -36,6 +36,18 @@ CLUSTER_ARG_NAMES: tuple[str, ...] = (
     "impersonation_chain",
     "api_endpoint",
 )
+
+
+class ClusterArgs(TypedDict, total=False):
+    """The documented cluster arguments of hooks and triggers; ``None`` is "not given": the default."""
+
+    region: str | None
+    cluster_id: str | None
+    project_id: str | None
+    gcp_conn_id: str | None
+    api_version: str | None
+    impersonation_chain: str | Sequence[str] | None
+    api_endpoint: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,9 +164,9 @@ def _chain(chain: object) -> tuple[str, ...] | None:
     return tuple(str(a) for a in accounts)
 
 
-def cluster_ref(cluster: ClusterRef | None = None, **args: Any) -> ClusterRef:
+def cluster_ref(cluster: ClusterRef | None = None, **args: Unpack[ClusterArgs]) -> ClusterRef:
     """``cluster``, or one made of the documented arguments; arguments given beside it override it."""
-    given = {name: value for name, value in args.items() if value is not None}
+    given: dict[str, Any] = {name: value for name, value in args.items() if value is not None}
     unknown = set(given) - set(CLUSTER_ARG_NAMES)
     if unknown:
         raise TypeError(f"Not a cluster argument: {', '.join(sorted(unknown))}.")
@@ -168,4 +180,4 @@ def cluster_ref(cluster: ClusterRef | None = None, **args: Any) -> ClusterRef:
     return dataclasses.replace(cluster, **given) if given else cluster
 
 
-__all__ = ["CLUSTER_ARG_NAMES", "ClusterRef", "cluster_ref"]
+__all__ = ["CLUSTER_ARG_NAMES", "ClusterArgs", "ClusterRef", "cluster_ref"]
