@@ -79,7 +79,8 @@ deployment-deps:
 
 ## The hook, DAG and fault tests again on Airflow 2.11 (the 3.x-only trigger-runner tests excluded).
 test-airflow2: $(VENV2)/.installed
-	$(PY2) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not slurm" tests/unit tests/hooks tests/emulator tests/dags tests/faults/test_fault_matrix.py tests/faults/test_outage.py tests/faults/test_clear_race.py
+	$(PY2) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not slurm" tests/unit tests/emulator tests/dag_runs \
+		--ignore=tests/unit/triggers --ignore=tests/unit/test_import_cost.py --ignore=tests/dag_runs/faults/test_kill_and_restart.py
 
 ## Everything but real Slurm.
 test-fast: install

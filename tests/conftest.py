@@ -32,7 +32,10 @@ os.environ.setdefault("AIRFLOW__WEBSERVER__SECRET_KEY", "slurmapi-tests-shared-s
 # dag.test() syncs DAGs from the DAGs folder: it holds links to the example DAGs and the test DAGs.
 DAGS_FOLDER = _AIRFLOW_HOME / "dags"
 DAGS_FOLDER.mkdir()
-for _dag_file in [*(REPO / "example_dags").glob("*.py"), *(REPO / "tests" / "dag_files").glob("*.[ps][yh]")]:
+for _dag_file in [
+    *(REPO / "example_dags").glob("*.py"),
+    *(REPO / "tests" / "dag_runs" / "dag_files").glob("*.[ps][yh]"),
+]:
     (DAGS_FOLDER / _dag_file.name).symlink_to(_dag_file)
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(DAGS_FOLDER)
 os.environ["AIRFLOW__LOGGING__LOGGING_LEVEL"] = "INFO"
@@ -123,6 +126,11 @@ def connection_uri_env(emulator: Any, credentials_file: Path, **extra: Any) -> s
 @pytest.fixture
 def gcp_connection(emulator: Any, credentials_file: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """``google_cloud_default`` pointing at the emulator, with a real service-account key."""
+    return point_airflow_at(emulator, credentials_file, monkeypatch)
+
+
+def point_airflow_at(emulator: Any, credentials_file: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Point ``google_cloud_default`` and the test DAGs' cluster settings at ``emulator``."""
     monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", connection_uri_env(emulator, credentials_file))
     for name, value in (
         ("SLURMAPI_PROJECT", PROJECT),

@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import PROJECT, REGION, connection_uri_env
 from tests.deployment.harness import Deployment, DeploymentError, running_deployment
-from tests.slurm.lab import LAB_SCRIPT, Lab, LabUnavailable, find_or_start_lab
+from tests.live_slurm.lab import LAB_SCRIPT, Lab, LabUnavailable, find_or_start_lab
 
 HERE = Path(__file__).resolve().parent
 CLUSTER_ID = "slurm-lab"

@@ -19,7 +19,7 @@ import pytest
 
 from tests.deployment.conftest import FIGURES, POLL_INTERVAL
 from tests.deployment.harness import Deployment, wait_for
-from tests.slurm.lab import Lab
+from tests.live_slurm.lab import Lab
 
 SLEEP = "#!/bin/bash\nsleep {seconds}\nexit {code}\n"
 

@@ -1,0 +1,98 @@
+"""The job's last output and its progress reach the task log, through the job's own record (emulator)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import CLUSTER, load_dag, run_dag
+
+
+@pytest.fixture(params=[True, False], ids=["deferrable", "sync"])
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", str(request.param).lower())
+    return bool(request.param)
+
+
+def _run(name: str, capfd: pytest.CaptureFixture[str], emulator: Any) -> tuple[str, int, str]:
+    capfd.readouterr()
+    state, _ = run_dag(load_dag("slurm_job_output.py", name))
+    out = "".join(capfd.readouterr())
+    [job] = [job for job in emulator.jobs() if job["name"] == f"output-{name}"]
+    return state, job["job_id"], out
+
+
+@pytest.mark.parametrize(
+    ("scenario", "lines"),
+    [
+        ("bash_fails", ["step 1 ok", "loading data", "ValueError: bad shard 7"]),
+        ("python_fails", ["python starting", "RuntimeError: CUDA out of memory (python)"]),
+    ],
+)
+def test_failed_job_shows_its_last_output(
+    scenario: str, lines: list[str], mode: bool, airflow_db: Any, gcp_connection: Any, capfd: Any
+) -> None:
+    state, job_id, out = _run(scenario, capfd, gcp_connection)
+    assert state == "failed"
+    expected = f"Last output of job {job_id}:\n" + "\n".join(lines)
+    assert expected in out, out[-3000:]
+    assert "ended FAILED" in out
+
+
+def test_progress_messages_are_logged_once_each_in_order(
+    mode: bool, airflow_db: Any, gcp_connection: Any, capfd: Any
+) -> None:
+    state, job_id, out = _run("progress", capfd, gcp_connection)
+    assert state == "success"
+    seen = re.findall(rf"Slurm job {job_id}: (epoch \d/3 loss=0\.\d)", out)
+    expected = ["epoch 1/3 loss=0.5", "epoch 2/3 loss=0.4", "epoch 3/3 loss=0.3"]
+    # Airflow 2.11's dag.test() prints each log record through two handlers (stdout and stderr, captured
+    # one after the other): each message has as many copies as the others (logged once, not once per
+    # poll), and they come in order.
+    assert list(dict.fromkeys(seen)) == expected, out[-3000:]
+    assert len(set(Counter(seen).values())) == 1, out[-3000:]
+
+
+def test_python_sets_progress_with_plain_scontrol(airflow_db: Any, gcp_connection: Any, capfd: Any) -> None:
+    state, job_id, out = _run("python_progress", capfd, gcp_connection)
+    assert state == "success"
+    assert re.findall(rf"Slurm job {job_id}: (python step \d/2)", out) == ["python step 1/2", "python step 2/2"]
+
+
+def test_output_over_the_limit_is_cut_to_its_last_lines(airflow_db: Any, gcp_connection: Any, capfd: Any) -> None:
+    from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
+
+    state, job_id, out = _run("long_output", capfd, gcp_connection)
+    assert state == "failed"
+    job = SlurmApiHook(**CLUSTER).get_job(job_id)
+    assert job is not None and job.extra is not None
+    assert len(job.extra.encode()) <= 1024
+    report = out.split(f"Last output of job {job_id}:\n", 1)[1]
+    assert "output line 400" in report
+    lines = [line for line in (job.reported_output or "").split("\n")]
+    assert lines[-1] == "output line 400" and all(re.fullmatch(r"output line \d+", line) for line in lines)
+    assert int(lines[0].split()[-1]) > 300, "the first, cut line was kept"
+
+
+def test_report_output_false_submits_the_script_byte_for_byte(airflow_db: Any, gcp_connection: Any, capfd: Any) -> None:
+    from tests.dag_runs.dag_files.slurm_job_output import SCENARIOS
+
+    state, job_id, out = _run("untouched", capfd, gcp_connection)
+    assert state == "failed"
+    copy = Path(gcp_connection.config.workdir) / f"script-copy-{job_id}"
+    assert copy.read_text() == SCENARIOS["untouched"]["script"]
+    assert "Last output of job" not in out and "No output was reported" not in out
+
+
+def test_job_output_goes_through_secret_masking(mode: bool, airflow_db: Any, gcp_connection: Any, capfd: Any) -> None:
+    """A value masked in Airflow (here by the task's pre_execute) never reaches the log from the job's output."""
+    from tests.dag_runs.dag_files.slurm_job_output import SECRET
+
+    state, job_id, out = _run("secret", capfd, gcp_connection)
+    assert state == "failed"
+    assert f"Last output of job {job_id}:\ntoken=***" in out, out[-3000:]
+    assert SECRET not in out

@@ -1,0 +1,117 @@
+"""The same scenarios with each REST version Slurm 24.11 serves, and with both envelope answer shapes."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+import pytest
+import requests
+
+from tests.conftest import load_dag
+from tests.live_slurm.conftest import CLUSTER_ID, GATEWAY_TOKEN, make_hook, run_dag_capture
+from tests.live_slurm.lab import Lab
+
+pytestmark = pytest.mark.slurm
+
+
+OLD_VERSIONS = ("v0.0.40", "v0.0.41")
+
+
+def _history(hook: Any, job_id: int, timeout: float = 30) -> Any:
+    """The job as the history (``/slurmdb``) has it; records reach slurmdbd a little after the end."""
+    deadline = time.monotonic() + timeout
+    while True:
+        job = hook.get_history_job(job_id)
+        if job is not None and job.is_finished:
+            return job
+        assert time.monotonic() < deadline, f"job {job_id} not in the history after {timeout:.0f}s: {job}"
+        time.sleep(0.5)
+
+
+@pytest.mark.parametrize("api_version", ["v0.0.40", "v0.0.41", "v0.0.42"])
+def test_submit_wait_and_history_with_each_api_version(
+    api_version: str,
+    mode: bool,
+    gateway: Any,
+    lab: Lab,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SLURMAPI_API_VERSION", api_version)
+    dag = load_dag("slurm_scenarios.py", "completes")
+    result = run_dag_capture(dag, capfd)
+    assert (result.state, result.tasks) == ("success", {"job": "success"})
+    job_id = result.job(gateway)
+    paths = [call["path"] or "" for call in gateway.calls()["last"]]
+    assert any(p.startswith(f"/slurm/{api_version}/") for p in paths), f"no {api_version} call among {paths[-20:]}"
+    assert lab.final(job_id).state == "COMPLETED"
+    assert f"Slurm job {job_id} COMPLETED after" in result.log
+    job = _history(make_hook(gateway, api_version), job_id)
+    assert (job.source, job.state.value, job.exit.return_code, job.name) == (
+        "history",
+        "COMPLETED",
+        0,
+        "scenario-completes",
+    )
+    assert job.comment and f"dag=slurm_scenario_completes task=job run={result.run_id}" in job.comment
+
+
+def test_structured_gateway_answers_in_structured_body(use_envelope: Any) -> None:
+    gateway = use_envelope("structured")
+    url = gateway.envelope_url(CLUSTER_ID)
+    answer = requests.post(
+        url,
+        json={"method": "HTTP_METHOD_GET", "path": "/slurm/v0.0.42/ping"},
+        headers={"Authorization": f"Bearer {GATEWAY_TOKEN}"},
+        timeout=30,
+    ).json()
+    assert set(answer) == {"status", "structuredBody"}, json.dumps(answer)[:300]
+    assert answer["structuredBody"]["pings"][0]["pinged"] == "UP"
+
+
+@pytest.mark.parametrize(
+    ("scenario", "dag_state", "job_state", "says"),
+    [
+        ("completes", "success", "COMPLETED", r"Slurm job {id} COMPLETED after"),
+        (
+            "exit3",
+            "failed",
+            "FAILED",
+            r"Slurm job {id} \(scenario-exit3\),? ended FAILED, reason NonZeroExitCode, exit code 3",
+        ),
+    ],
+)
+def test_structured_envelope_scenarios(
+    scenario: str,
+    dag_state: str,
+    job_state: str,
+    says: str,
+    mode: bool,
+    use_envelope: Any,
+    lab: Lab,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    gateway = use_envelope("structured")
+    result = run_dag_capture(load_dag("slurm_scenarios.py", scenario), capfd)
+    assert result.state == dag_state, result.tasks
+    job_id = result.job(gateway)
+    assert lab.final(job_id).state == job_state
+    assert re.search(says.format(id=job_id), result.log), f"/{says}/ not in the log"
+    kinds = gateway.calls()["by_kind"]
+    assert kinds.get("submit", 0) >= 1, kinds
+
+
+@pytest.mark.parametrize("api_version", OLD_VERSIONS)
+def test_default_submit_operator_works_with_older_api_versions(
+    api_version: str, gateway: Any, lab: Lab, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scenario DAG as users write it (reattach_on_restart left at its default True)."""
+    monkeypatch.setenv("SLURMAPI_API_VERSION", api_version)
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
+    result = run_dag_capture(load_dag("slurm_scenarios.py", "completes"), capfd)
+    assert "Parsing of" not in result.log, "Slurm refused the epoch start_time of the tag look-up"
+    assert (result.state, result.tasks) == ("success", {"job": "success"})
+    assert lab.final(result.job(gateway)).state == "COMPLETED"
