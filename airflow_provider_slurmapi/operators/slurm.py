@@ -415,7 +415,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
                     last_seen=step.job.to_dict() if step.job is not None else None,
                     log_progress=self._log_progress,
                     array_fail_fast=self.array_fail_fast,
-                    **self.cluster_kwargs(),
+                    cluster=self.cluster,
                 ),
                 method_name="execute_complete",
                 kwargs={"adopted": True} if adopted else None,
