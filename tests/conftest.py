@@ -80,7 +80,7 @@ def credentials_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def emulator_config(credentials_file: Path, tmp_path: Path, **overrides: Any) -> Any:
-    from airflow_provider_slurmapi.emulator import EmulatorConfig
+    from slurmapi_emulator import EmulatorConfig
 
     settings: dict[str, Any] = {
         "credentials_file": credentials_file,
@@ -99,7 +99,7 @@ def emulator_factory(credentials_file: Path, tmp_path: Path) -> Iterator[Any]:
     """Start emulators with chosen settings; all are stopped (and their jobs killed) after the test."""
     from contextlib import ExitStack
 
-    from airflow_provider_slurmapi.emulator import run_emulator
+    from slurmapi_emulator import run_emulator
 
     with ExitStack() as stack:
 
