@@ -131,10 +131,10 @@ def _near(valid: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
 def test_any_accepted_input_keeps_the_google_host(region: str, project: str, cluster: str) -> None:
     """Whatever the three strings are: refused, or the URL goes to {region}-aiplatform.googleapis.com."""
     try:
-        ref = ClusterRef(project_id=project, region=region, cluster_id=cluster)
+        url = ClusterRef(project_id=project, region=region, cluster_id=cluster).url
     except ConfigurationError:
         return
-    parts = urlsplit(ref.url)
+    parts = urlsplit(url)
     assert parts.scheme == "https" and parts.port is None
     assert parts.hostname == f"{region}-aiplatform.googleapis.com"
     assert parts.path == (
