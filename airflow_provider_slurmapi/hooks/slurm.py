@@ -284,9 +284,13 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
 
     def submit_prepared(self, prepared: PreparedSubmission, *, earlier_job_id: int | None = None) -> SubmitResult:
         """:meth:`submit_job` of a submission already prepared (and so checked) by
-        :func:`~airflow_provider_slurmapi.slurm.spec.prepare_submission`, e.g. by an operator to fail early."""
+        :func:`~airflow_provider_slurmapi.slurm.spec.prepare_submission`, e.g. by an operator to fail early.
+
+        Sent as it is; one prepared without a tag gets a one-off tag first (a lost answer is settled by it).
+        """
         if not prepared.tag:
-            prepared = prepare_submission(prepared.job, prepared.payload.get("script"), tag=one_off_tag())
+            tagged = prepare_submission(prepared.job, prepared.payload.get("script"), tag=one_off_tag())
+            prepared = PreparedSubmission(payload=tagged.payload, notes=prepared.notes, tag=tagged.tag)
         for note in prepared.notes:
             self.log.info("%s", note)
         try:
