@@ -157,3 +157,11 @@ def test_a_submission_prepared_by_the_operator_is_sent_as_prepared(
     emulator.wait_for_state(result.job_id, ["COMPLETED"], timeout=30)
     job = hook.get_job(result.job_id)
     assert job is not None and job.extra is not None and "prepared once" in job.extra  # the wrapper reported it
+
+
+def test_a_submission_prepared_without_a_tag_gets_a_one_off_tag(gcp_connection: Any) -> None:
+    """A caller's own prepare_submission without a tag: the job is still findable after a lost answer."""
+    result = make_hook().submit_prepared(prepare_submission(spec(gcp_connection), LONG))
+    (job,) = [job for job in gcp_connection.jobs() if job["job_id"] == result.job_id]
+    assert "slurmapi-submit=" in (job.get("comment") or ""), job
+    make_hook().cancel_job(result.job_id)
