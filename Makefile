@@ -21,7 +21,7 @@ AIRFLOW_3X_PINS ?= "cadwyn==7.0.0" "fastapi==0.136.3" "pydantic==2.14.4"
 
 .PHONY: demo test test-fast test-slurm test-airflow2 test-deployment test-deployment-airflow2 test-deployment-airflow3x deployment-deps lint bench slurm-lab-up slurm-lab-down clean install
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml emulator/pyproject.toml
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	@test -x $(PY) || uv venv --quiet --python 3.11 $(VENV) 2>/dev/null || uv venv --quiet $(VENV)
 	uv pip install --quiet -p $(PY) -e ".[test]"
@@ -30,13 +30,13 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 # Airflow 2.11 beside the main (3.x) venv, for the compatibility run.
-$(VENV2)/.installed: pyproject.toml
+$(VENV2)/.installed: pyproject.toml emulator/pyproject.toml
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	@test -x $(PY2) || uv venv --quiet --python 3.11 $(VENV2) 2>/dev/null || uv venv --quiet $(VENV2)
 	uv pip install --quiet -p $(PY2) "apache-airflow==2.11.*" apache-airflow-providers-google -e ".[test]"
 	@touch $@
 
-$(VENV3X)/.installed: pyproject.toml
+$(VENV3X)/.installed: pyproject.toml emulator/pyproject.toml
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	@test -x $(PY3X) || uv venv --quiet --python 3.11 $(VENV3X) 2>/dev/null || uv venv --quiet $(VENV3X)
 	uv pip install --quiet -p $(PY3X) "apache-airflow==$(AIRFLOW_3X)" apache-airflow-providers-google $(AIRFLOW_3X_PINS) -e ".[test]"

@@ -1,4 +1,5 @@
-"""Airflow 3.x first, 2.11 too: the few names whose home moved between them.
+"""What this provider takes from Airflow beyond its stable API: the few names whose home moved
+between Airflow 3.x and 2.11, and the internal names of Airflow's it has to match.
 
 Imported straight from ``airflow.sdk`` on Airflow 3 (not through ``common.compat``, whose lazy
 table costs DAG parsing a few hundred milliseconds).
@@ -19,6 +20,10 @@ def _version_tuple(text: str) -> tuple[int, int]:
 AIRFLOW_V_3_0_PLUS = _version_tuple(_AIRFLOW_VERSION) >= (3, 0)
 # From 3.3 the triggerer calls ``trigger.on_kill()`` when a user marks or clears a deferred task.
 AIRFLOW_V_3_3_PLUS = _version_tuple(_AIRFLOW_VERSION) >= (3, 3)
+# How Airflow resumes a deferred task whose trigger timed out (``execution_timeout`` or a sensor's
+# ``timeout``): next_method "__fail__" with this error. Both are internal names of Airflow's.
+TRIGGER_FAIL_METHOD = "__fail__"
+TRIGGER_TIMEOUT_ERROR = "Trigger timeout"
 
 if AIRFLOW_V_3_0_PLUS:
     from airflow.sdk import BaseOperator, BaseSensorOperator, Context, conf
@@ -48,6 +53,8 @@ def redact_text(text: str) -> str:
 __all__ = [
     "AIRFLOW_V_3_0_PLUS",
     "AIRFLOW_V_3_3_PLUS",
+    "TRIGGER_FAIL_METHOD",
+    "TRIGGER_TIMEOUT_ERROR",
     "AirflowException",
     "AirflowFailException",
     "BaseOperator",

@@ -106,7 +106,8 @@ def _row(name: str, result: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _bench(tmp: Path, args: argparse.Namespace) -> int:
-    from airflow_provider_slurmapi.emulator import EmulatorConfig, run_emulator
+    from slurmapi_emulator import EmulatorConfig, run_emulator
+
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
     from airflow_provider_slurmapi.triggers.poller import PollerKey
 

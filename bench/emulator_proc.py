@@ -119,7 +119,7 @@ class Emulator:
 
 @contextmanager
 def start_emulator(tmp: Path) -> Iterator[Emulator]:
-    """``python -m airflow_provider_slurmapi.emulator`` on a free port; stopped (SIGTERM) on exit."""
+    """``python -m slurmapi_emulator`` on a free port; stopped (SIGTERM) on exit."""
     workdir = tmp / "jobs"
     workdir.mkdir(parents=True, exist_ok=True)
     credentials = tmp / "service-account.json"
@@ -127,7 +127,7 @@ def start_emulator(tmp: Path) -> Iterator[Emulator]:
     command = [
         sys.executable,
         "-m",
-        "airflow_provider_slurmapi.emulator",
+        "slurmapi_emulator",
         "--port",
         "0",
         "--write-credentials",

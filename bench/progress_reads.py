@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _bench(tmp: Path, sizes: list[int], rounds: int) -> int:
-    from airflow_provider_slurmapi.emulator import EmulatorConfig, run_emulator
+    from slurmapi_emulator import EmulatorConfig, run_emulator
+
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
     from airflow_provider_slurmapi.triggers.poller import MAX_PROGRESS_READS, ClusterPoller, PollerKey, Subscription
 

@@ -1,4 +1,4 @@
-"""Benchmarks of issue #5, each against a baseline measured in the same run (see bench/README.md).
+"""The provider's performance goals, each checked against a baseline measured in the same run (see bench/README.md).
 
     .venv/bin/python bench/run.py                 # full run (make bench), about 10 minutes on 2 cores
     .venv/bin/python bench/run.py --quick         # smoke run, about 1.5 minutes
@@ -34,7 +34,7 @@ sys.path.insert(0, str(BENCH))
 
 from emulator_proc import Emulator, start_emulator  # noqa: E402
 
-# The goals of issue #5.
+# The goals: calls and CPU of the shared poller, parse cost, hook overhead.
 GOAL_MAX_CALLS_PER_INTERVAL = 2.0
 GOAL_CPU_RATIO_N = 1000
 GOAL_MIN_CPU_RATIO = 20.0

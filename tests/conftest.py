@@ -80,7 +80,7 @@ def credentials_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def emulator_config(credentials_file: Path, tmp_path: Path, **overrides: Any) -> Any:
-    from airflow_provider_slurmapi.emulator import EmulatorConfig
+    from slurmapi_emulator import EmulatorConfig
 
     settings: dict[str, Any] = {
         "credentials_file": credentials_file,
@@ -99,7 +99,7 @@ def emulator_factory(credentials_file: Path, tmp_path: Path) -> Iterator[Any]:
     """Start emulators with chosen settings; all are stopped (and their jobs killed) after the test."""
     from contextlib import ExitStack
 
-    from airflow_provider_slurmapi.emulator import run_emulator
+    from slurmapi_emulator import run_emulator
 
     with ExitStack() as stack:
 
@@ -126,6 +126,11 @@ def connection_uri_env(emulator: Any, credentials_file: Path, **extra: Any) -> s
 @pytest.fixture
 def gcp_connection(emulator: Any, credentials_file: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """``google_cloud_default`` pointing at the emulator, with a real service-account key."""
+    return point_airflow_at(emulator, credentials_file, monkeypatch)
+
+
+def point_airflow_at(emulator: Any, credentials_file: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Point ``google_cloud_default`` and the test DAGs' cluster settings at ``emulator``."""
     monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", connection_uri_env(emulator, credentials_file))
     for name, value in (
         ("SLURMAPI_PROJECT", PROJECT),

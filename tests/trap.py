@@ -113,7 +113,7 @@ def run_trap() -> Iterator[Trap]:
 
 def trap_connection_env(trap: Trap, key_file: Path, **extra: Any) -> str:
     """An Airflow Google Cloud connection whose service-account key fetches its tokens from the trap."""
-    from airflow_provider_slurmapi.emulator.auth import ServiceAccount
+    from slurmapi_emulator.auth import ServiceAccount
 
     ServiceAccount.load_or_create(key_file, PROJECT).write(key_file, PROJECT, f"{trap.url}/token")
     return json.dumps(

@@ -13,16 +13,16 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException, BaseOperator, conf, redact_text
-from airflow_provider_slurmapi.cluster_args import (
+from airflow_provider_slurmapi.cluster_task import (
     CLUSTER_TEMPLATE_FIELDS,
     DEFAULT_ACCOUNTING_WAIT_SECONDS,
     SlurmClusterMixin,
     default_deferrable,
-    deferral_deadline,
     fails_fast,
     parse_job_id,
     permanent_message,
 )
+from airflow_provider_slurmapi.deferral import cancel_after_deferral_timeout, deferral_deadline
 from airflow_provider_slurmapi.slurm.errors import (
     ConfigurationError,
     JobNotFoundError,
@@ -506,7 +506,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         if self.cancel_on_kill:
             ti = context["ti"]
             job_id = ti.xcom_pull(task_ids=ti.task_id, key=JOB_ID_XCOM_KEY, map_indexes=ti.map_index)
-            self.cancel_after_deferral_timeout(next_method, next_kwargs, parse_job_id(job_id) if job_id else None)
+            cancel_after_deferral_timeout(self, next_method, next_kwargs, parse_job_id(job_id) if job_id else None)
         return super().resume_execution(next_method, next_kwargs, context)
 
     def on_kill(self) -> None:

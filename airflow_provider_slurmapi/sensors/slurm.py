@@ -19,16 +19,16 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException, BaseSensorOperator, redact_text
-from airflow_provider_slurmapi.cluster_args import (
+from airflow_provider_slurmapi.cluster_task import (
     CLUSTER_TEMPLATE_FIELDS,
     DEFAULT_ACCOUNTING_WAIT_SECONDS,
     SlurmClusterMixin,
     default_deferrable,
-    deferral_deadline,
     fails_fast,
     parse_job_id,
     permanent_message,
 )
+from airflow_provider_slurmapi.deferral import cancel_after_deferral_timeout, deferral_deadline
 from airflow_provider_slurmapi.slurm.errors import SlurmApiError
 from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
 from airflow_provider_slurmapi.slurm.watch import (
@@ -209,7 +209,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
         """With ``cancel_on_kill``, a deferral that timed out cancels the job, then fails as usual."""
         if self.cancel_on_kill:
-            self.cancel_after_deferral_timeout(next_method, next_kwargs, parse_job_id(self.job_id))
+            cancel_after_deferral_timeout(self, next_method, next_kwargs, parse_job_id(self.job_id))
         return super().resume_execution(next_method, next_kwargs, context)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:

@@ -236,14 +236,6 @@ class JobNotFoundError(SlurmApiError):
         self.job_id = job_id
 
 
-class JobFailedError(SlurmApiError):
-    """A job reached a finished state other than COMPLETED."""
-
-    def __init__(self, message: str, job: Any) -> None:
-        super().__init__(message)
-        self.job = job
-
-
 class SubmitOutcomeUnknownError(SlurmApiError):
     """A submit whose answer was lost, and no job carrying its tag could be found.
 

@@ -390,10 +390,6 @@ class SlurmJob:
         )
 
     @property
-    def is_array(self) -> bool:
-        return self.array is not None
-
-    @property
     def state(self) -> JobState:
         return self.state_info.state
 

@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 
 ESLURM_INVALID_JOB_ID = 2017
 ESLURM_ALREADY_DONE = 2021
-ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE = 2014
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,12 +333,10 @@ class SkippedRecords:
         self.capacity = capacity
         self._seen: OrderedDict[tuple[Any, ...], None] = OrderedDict()
         self._lock = threading.Lock()
-        self.skipped = 0
 
     def report(self, response: SlurmResponse, error: MalformedRecordError) -> None:
         key = (error.job_id, error.field, error.value if error.job_id is None else "")
         with self._lock:
-            self.skipped += 1
             if key in self._seen:
                 self._seen.move_to_end(key)
                 return

@@ -734,11 +734,7 @@ def _builders(api_version: str | None, default_environment: tuple[str, ...]) -> 
         "contiguous": lambda d: {"contiguous": True},
         "overcommit": lambda d: {"overcommit": True},
         "no-kill": lambda d: {"kill_on_node_fail": not _no_kill(d)},
-        "kill-on-invalid-dep": lambda d: {
-            "flags": [
-                "KILL_INVALID_DEPENDENCY" if _boolean_01(d, "kill-on-invalid-dep") else "NO_KILL_INVALID_DEPENDENCY"
-            ]
-        },
+        "kill-on-invalid-dep": lambda d: {"flags": [_invalid_dependency_flag(d)]},
     }
 
 

@@ -33,7 +33,6 @@ class JobState(enum.StrEnum):
         return self in FINISHED_STATES
 
 
-ACTIVE_STATES = frozenset({JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED})
 FINISHED_STATES = frozenset(
     {
         JobState.COMPLETED,

@@ -61,9 +61,6 @@ class SlurmPaths:
     def __init__(self, version: str = DEFAULT_API_VERSION) -> None:
         self.version = check_api_version(version)
 
-    def ping(self) -> str:
-        return f"/slurm/{self.version}/ping"
-
     def partitions(self) -> str:
         return f"/slurm/{self.version}/partitions/"
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
-from tests.conftest import CLUSTER, DAGS_FOLDER, load_dag, run_dag
+from tests.conftest import CLUSTER, DAGS_FOLDER, load_dag, point_airflow_at, run_dag
 
 
 def submit(emulator: Any, script: str) -> int:
@@ -86,15 +86,23 @@ def test_sensor_on_a_job_already_in_history(airflow_db: Any, gcp_connection: Any
     assert job_id in [job["job_id"] for job in listed]
 
 
-def test_get_unknown_job_fails_and_cancel_unknown_or_finished_succeeds(
+def test_get_unknown_job_fails_and_cancel_unknown_succeeds(
     airflow_db: Any, gcp_connection: Any, monkeypatch: Any
 ) -> None:
     monkeypatch.setenv("SLURMAPI_WATCH_JOB_ID", "424242")
     assert run_dag(load_dag("slurm_watchers.py", "get"))[0] == "failed"
     assert run_dag(load_dag("slurm_watchers.py", "cancel"))[0] == "success"
     assert xcom("slurm_watch_cancel", "cancel")["outcome"] == "unknown job"
-    job_id = submit(gcp_connection, "#!/bin/bash\necho x\n")
-    gcp_connection.wait_for_state(job_id, ["COMPLETED"], timeout=20)
+
+
+def test_cancel_of_a_finished_job_still_in_the_queue_says_already_finished(
+    airflow_db: Any, emulator_factory: Any, credentials_file: Any, monkeypatch: Any
+) -> None:
+    # Finished jobs stay in the live queue for a minute here (2 s by default): parsing and running
+    # the DAG takes longer than 2 s on a loaded machine, and the job would be gone from the queue.
+    emulator = point_airflow_at(emulator_factory(min_job_age=60.0), credentials_file, monkeypatch)
+    job_id = submit(emulator, "#!/bin/bash\necho x\n")
+    emulator.wait_for_state(job_id, ["COMPLETED"], timeout=20)
     monkeypatch.setenv("SLURMAPI_WATCH_JOB_ID", str(job_id))
     assert run_dag(load_dag("slurm_watchers.py", "cancel"))[0] == "success"
     assert xcom("slurm_watch_cancel", "cancel") == {
@@ -122,7 +130,7 @@ def test_bad_arguments_are_refused_when_the_dag_is_parsed() -> None:
         SlurmListJobsOperator(task_id="x", filters={"users": ["a"]}, **CLUSTER)
     with pytest.raises(UnsupportedApiVersionError, match=r"v0\.0\.39"):
         SlurmSubmitJobOperator(task_id="y", script="#!/bin/bash\n", api_version="v0.0.39", **CLUSTER)
-    from airflow_provider_slurmapi.cluster_args import parse_job_id
+    from airflow_provider_slurmapi.cluster_task import parse_job_id
 
     with pytest.raises(ValueError, match="xcom_pull"):
         parse_job_id("None")

@@ -55,7 +55,7 @@ def lab() -> Lab:
 @pytest.fixture(scope="session")
 def gateway(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The emulator in gateway mode in front of the real lab; jobs left behind are cancelled at the end."""
-    from airflow_provider_slurmapi.emulator import EmulatorConfig, run_emulator
+    from slurmapi_emulator import EmulatorConfig, run_emulator
 
     creds = tmp_path_factory.mktemp("deployment-gateway") / "service-account.json"
     config = EmulatorConfig(

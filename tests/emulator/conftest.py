@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 import requests
-
-from airflow_provider_slurmapi.emulator import EmulatorConfig, EmulatorHandle, run_emulator
+from slurmapi_emulator import EmulatorConfig, EmulatorHandle, run_emulator
 
 TOKEN = "test-token"
 V = "v0.0.42"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from airflow_provider_slurmapi.emulator import EmulatorHandle
+from slurmapi_emulator import EmulatorHandle
 
 from .conftest import Client, V, wait_until
 

@@ -11,8 +11,7 @@ import pytest
 import requests
 from google.auth.transport.requests import AuthorizedSession
 from google.oauth2 import service_account
-
-from airflow_provider_slurmapi.emulator import EmulatorHandle
+from slurmapi_emulator import EmulatorHandle
 
 from .conftest import Client, V
 

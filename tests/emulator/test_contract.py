@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from slurmapi_emulator import EmulatorConfig, EmulatorHandle, run_emulator
 
-from airflow_provider_slurmapi.emulator import EmulatorConfig, EmulatorHandle, run_emulator
 from tests.fixtures import type_name
 
 from .conftest import TOKEN, Answer, Client, V, job_desc, shared_dir, wait_until

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 import requests
-
-from airflow_provider_slurmapi.emulator import EmulatorConfig, EmulatorHandle, run_emulator
+from slurmapi_emulator import EmulatorConfig, EmulatorHandle, run_emulator
 
 from .conftest import TOKEN, Client, V, wait_until
 
@@ -241,7 +240,7 @@ def test_run_emulator_reports_start_errors_and_validates_config() -> None:
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "airflow_provider_slurmapi.emulator", *args]
+    return [sys.executable, "-m", "slurmapi_emulator", *args]
 
 
 def test_cli_help_explains_airflow_connection() -> None:
@@ -324,10 +323,14 @@ def _alive(pid: int) -> bool:
 
 def test_emulator_imports_neither_airflow_nor_the_provider() -> None:
     code = (
-        "import sys, airflow_provider_slurmapi.emulator.cli, airflow_provider_slurmapi.emulator as e\n"
-        "bad = [m for m in sys.modules if m == 'airflow' or m.startswith('airflow.') or "
-        "(m.startswith('airflow_provider_slurmapi.') and not m.startswith('airflow_provider_slurmapi.emulator'))]\n"
-        "print(bad)\n"
+        "import importlib, json, pkgutil, sys, slurmapi_emulator as e\n"
+        "modules = [m.name for m in pkgutil.walk_packages(e.__path__, 'slurmapi_emulator.')]\n"
+        "for name in modules:\n"
+        "    if name != 'slurmapi_emulator.__main__': importlib.import_module(name)\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('airflow', 'airflow_provider_slurmapi')]\n"
+        "print(json.dumps({'modules': modules, 'bad': bad}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert out.stdout.strip() == "[]"
+    seen = json.loads(out.stdout)
+    assert "slurmapi_emulator.server" in seen["modules"] and "slurmapi_emulator.gateway" in seen["modules"]
+    assert seen["bad"] == []

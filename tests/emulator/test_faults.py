@@ -8,9 +8,8 @@ from collections.abc import Callable
 
 import pytest
 import requests
-
-from airflow_provider_slurmapi.emulator import EmulatorHandle
-from airflow_provider_slurmapi.emulator.faults import FaultSpecError, parse_fault
+from slurmapi_emulator import EmulatorHandle
+from slurmapi_emulator.faults import FaultSpecError, parse_fault
 
 from .conftest import Client, V, job_desc
 

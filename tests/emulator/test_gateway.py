@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-
-from airflow_provider_slurmapi.emulator import EmulatorHandle
+from slurmapi_emulator import EmulatorHandle
 
 from .conftest import Client, V
 

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from airflow_provider_slurmapi.emulator import EmulatorHandle
+from slurmapi_emulator import EmulatorHandle
 
 from .conftest import Client, V, wait_until
 
@@ -163,7 +163,7 @@ def test_pending_jobs_cost_no_process(make_emulator: Callable[..., EmulatorHandl
 
 
 def test_no_job_process_outlives_the_emulator(tmp_path: Path) -> None:
-    from airflow_provider_slurmapi.emulator import EmulatorConfig, run_emulator
+    from slurmapi_emulator import EmulatorConfig, run_emulator
 
     pids = tmp_path / "pids"
     pids.mkdir()

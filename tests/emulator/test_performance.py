@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from airflow_provider_slurmapi.emulator import EmulatorHandle
+from slurmapi_emulator import EmulatorHandle
 
 from .conftest import Client, V
 

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 import requests
-
-from airflow_provider_slurmapi.emulator import EmulatorConfig, EmulatorHandle, run_emulator
+from slurmapi_emulator import EmulatorConfig, EmulatorHandle, run_emulator
 
 from .conftest import TOKEN, Client, V
 from .test_gateway import FakeSlurmrestd
@@ -345,7 +344,7 @@ def test_gateway_forwards_only_plain_slurm_paths(
 
 # ---------------------------------------------------------------- helpers
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "airflow_provider_slurmapi.emulator", *args]
+    return [sys.executable, "-m", "slurmapi_emulator", *args]
 
 
 @contextlib.contextmanager

@@ -7,8 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from airflow_provider_slurmapi.emulator import EmulatorHandle
+from slurmapi_emulator import EmulatorHandle
 
 from .conftest import Client, V, job_desc, wait_until
 

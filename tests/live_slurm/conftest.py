@@ -79,7 +79,7 @@ class Gateways:
         return self._start(envelope)[0]
 
     def _start(self, envelope: str) -> tuple[Any, Path]:
-        from airflow_provider_slurmapi.emulator import EmulatorConfig, run_emulator
+        from slurmapi_emulator import EmulatorConfig, run_emulator
 
         with self._lock:
             if envelope not in self._handles:
@@ -427,7 +427,8 @@ def contract_transcripts(
     gateways: Gateways, lab: Lab, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ContractRuns]:
     """The live contract script, started on first use against a plain emulator and against real Slurm."""
-    from airflow_provider_slurmapi.emulator import EmulatorConfig, run_emulator
+    from slurmapi_emulator import EmulatorConfig, run_emulator
+
     from tests.live_slurm import test_contract_live as contract
 
     workdir = tmp_path_factory.mktemp("slurm-contract-emulator")

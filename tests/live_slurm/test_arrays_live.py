@@ -77,7 +77,7 @@ def run_array_script(client: EnvelopeClient, cwd: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def both(gateways: Gateways, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any]]:
     """(real Slurm, emulator): the same array script against both."""
-    from airflow_provider_slurmapi.emulator import EmulatorConfig, run_emulator
+    from slurmapi_emulator import EmulatorConfig, run_emulator
 
     real = run_array_script(EnvelopeClient(gateways.get("body").envelope_url(CLUSTER_ID), GATEWAY_TOKEN), "/tmp")
     workdir = tmp_path_factory.mktemp("array-contract")

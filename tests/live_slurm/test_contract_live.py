@@ -609,7 +609,8 @@ def test_submit_answers_carry_an_integer_job_id(transcripts: tuple[Transcript, T
 
 def test_timeout_records_agree(timeout_run: Any, tmp_path: Any) -> None:
     """The 1-minute time-limit job of the session (real) against the same job on an emulator with 1 s minutes."""
-    from airflow_provider_slurmapi.emulator import EmulatorConfig, run_emulator
+    from slurmapi_emulator import EmulatorConfig, run_emulator
+
     from tests.live_slurm.conftest import CLUSTER_ID, GATEWAY_TOKEN
 
     timeout_run.result(within=TIMEOUT_RUN_BUDGET)

@@ -150,14 +150,23 @@ def _dag_test_in_subprocess(dag_id: str, logical_date: str, env: dict[str, str])
     )
 
 
-def _wait_for_job(emulator: Any, name: str, states: list[str], timeout: float = 60) -> dict[str, Any]:
+def _wait_for_job(
+    emulator: Any, name: str, states: list[str], worker: subprocess.Popen[str] | None = None, timeout: float = 240
+) -> dict[str, Any]:
+    """The job once it is in one of ``states``. A worker process starts Airflow first: on a loaded
+    machine that alone takes a minute, so the wait is long, and ends early if the worker has died."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         jobs = [j for j in emulator.jobs() if j["name"] == name and j["state"] in states]
         if jobs:
             return jobs[-1]
+        if worker is not None and worker.poll() is not None:
+            output = worker.stdout.read() if worker.stdout else ""
+            raise AssertionError(
+                f"the worker ended ({worker.returncode}) before job {name} was in {states}: {output[-3000:]}"
+            )
         time.sleep(0.2)
-    raise AssertionError(f"no job {name} in {states}: {emulator.jobs()}")
+    raise AssertionError(f"no job {name} in {states} within {timeout:.0f}s: {emulator.jobs()}")
 
 
 def test_a_retry_reattaches_to_the_job_of_the_earlier_try(
@@ -185,7 +194,7 @@ def test_a_retry_reattaches_to_the_job_of_the_earlier_try(
 def test_worker_sigterm_cancels_the_job(airflow_db: Any, gcp_connection: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
     worker = _dag_test_in_subprocess("long", datetime(2026, 3, 2, tzinfo=UTC).isoformat(), dict(os.environ))
-    job = _wait_for_job(gcp_connection, "scenario-long", ["RUNNING"])
+    job = _wait_for_job(gcp_connection, "scenario-long", ["RUNNING"], worker)
     worker.send_signal(signal.SIGTERM)
     output, _ = worker.communicate(timeout=60)
     gcp_connection.wait_for_state(job["job_id"], ["CANCELLED"], timeout=20)

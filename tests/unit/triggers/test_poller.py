@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 from airflow.sdk.module_loading import import_string
+from slurmapi_emulator import run_emulator
 
-from airflow_provider_slurmapi.emulator import run_emulator
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
 from airflow_provider_slurmapi.triggers.poller import ClusterPoller, PollerKey, pollers_of_this_loop
 from airflow_provider_slurmapi.triggers.slurm import SlurmJobTrigger

@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from .config import EnvelopeMode
-from .slurm_api import SlurmResponse
+from .slurm_api import BackendAnswer
 
 MAX_REQUEST_BYTES = 1_048_576
 METHODS = {"HTTP_METHOD_GET": "GET", "HTTP_METHOD_POST": "POST", "HTTP_METHOD_DELETE": "DELETE"}
@@ -23,8 +23,9 @@ RUN_PERMISSION = "aiplatform.googleapis.com/modelDevelopmentClusters.run"
 _JOB_PATH = re.compile(r"^/slurm/[^/]+/job/[^/?]+/?$")
 
 
-class EnvelopeError(Exception):
-    """An error answered by the envelope itself (not by Slurm)."""
+class GoogleFrontEndError(Exception):
+    """An error the Google front end answers itself, before Slurm is reached: a Google API error
+    (`{"error": {"code", "message", "status"}}`, see :func:`google_error`)."""
 
     def __init__(self, code: int, status: str, message: str) -> None:
         super().__init__(message)
@@ -40,8 +41,8 @@ def google_error(code: int, status: str, message: str) -> web.Response:
     return web.json_response(body, status=code, headers=headers)
 
 
-def unauthenticated() -> EnvelopeError:
-    return EnvelopeError(
+def unauthenticated() -> GoogleFrontEndError:
+    return GoogleFrontEndError(
         401,
         "UNAUTHENTICATED",
         "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or "
@@ -78,25 +79,27 @@ class SlurmCall:
 
 
 def parse_request(raw: bytes, *, reject_query_strings: bool) -> SlurmCall:
-    """Check an envelope request body the way the Google front end would; raises EnvelopeError."""
+    """Check an envelope request body the way the Google front end would; raises GoogleFrontEndError."""
     if len(raw) >= MAX_REQUEST_BYTES:
-        raise EnvelopeError(
+        raise GoogleFrontEndError(
             400, "INVALID_ARGUMENT", f"Request payload size exceeds the limit: {MAX_REQUEST_BYTES} bytes."
         )
     try:
         data = json.loads(raw) if raw.strip() else {}
     except (ValueError, UnicodeDecodeError) as exc:
-        raise EnvelopeError(400, "INVALID_ARGUMENT", f"Invalid JSON payload received. {exc}") from exc
+        raise GoogleFrontEndError(400, "INVALID_ARGUMENT", f"Invalid JSON payload received. {exc}") from exc
     if not isinstance(data, dict):
-        raise EnvelopeError(400, "INVALID_ARGUMENT", "Invalid JSON payload received. Root element must be a message.")
+        raise GoogleFrontEndError(
+            400, "INVALID_ARGUMENT", "Invalid JSON payload received. Root element must be a message."
+        )
     for key in data:
         if key not in REQUEST_FIELDS:
-            raise EnvelopeError(
+            raise GoogleFrontEndError(
                 400, "INVALID_ARGUMENT", f'Invalid JSON payload received. Unknown name "{key}": Cannot find field.'
             )
     method = data.get("method")
     if method not in METHODS:
-        raise EnvelopeError(
+        raise GoogleFrontEndError(
             400,
             "INVALID_ARGUMENT",
             f"Invalid value at 'method' (type.googleapis.com/google.cloud.aiplatform."
@@ -105,23 +108,25 @@ def parse_request(raw: bytes, *, reject_query_strings: bool) -> SlurmCall:
         )
     path = data.get("path")
     if not isinstance(path, str) or not (path.startswith("/slurm/") or path.startswith("/slurmdb/")):
-        raise EnvelopeError(
+        raise GoogleFrontEndError(
             400,
             "INVALID_ARGUMENT",
             f"Invalid path {json.dumps(path)}: it must be a Slurm REST path starting with /slurm/ or /slurmdb/.",
         )
     if reject_query_strings and "?" in path:
-        raise EnvelopeError(
+        raise GoogleFrontEndError(
             400, "INVALID_ARGUMENT", f"Invalid path {json.dumps(path)}: query strings are not supported."
         )
     body = data.get("body")
     if body is not None and not isinstance(body, dict):
-        raise EnvelopeError(400, "INVALID_ARGUMENT", "Invalid JSON payload received. 'body' must be a JSON object.")
+        raise GoogleFrontEndError(
+            400, "INVALID_ARGUMENT", "Invalid JSON payload received. 'body' must be a JSON object."
+        )
     verb = METHODS[method]
     return SlurmCall(verb, path, body if verb == "POST" else None)
 
 
-def encode_answer(resp: SlurmResponse, mode: EnvelopeMode) -> str:
+def encode_answer(resp: BackendAnswer, mode: EnvelopeMode) -> str:
     """Wrap a Slurm answer: `body` as a string, or `structuredBody` as an object if it is JSON."""
     if mode == "structured" and resp.is_json:
         return f'{{"status":{resp.status},"structuredBody":{resp.text}}}'

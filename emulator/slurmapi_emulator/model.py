@@ -33,8 +33,8 @@ MAX_ARRAY_TASK_ID = 1000  # Slurm's default MaxArraySize is 1001: task ids 0-100
 
 
 @dataclass(frozen=True)
-class ExitInfo:
-    """How a job (or its batch step) ended, in Slurm's terms."""
+class JobExit:
+    """How an emulated job (or its batch step) ended, in Slurm's terms; rendered as its `exit_code`."""
 
     status: str = "SUCCESS"
     return_code: int | None = 0
@@ -66,10 +66,10 @@ class Job:
     reason: str = "None"
     description: str = ""
     completing: bool = False
-    exit: ExitInfo = ExitInfo()
-    job_exit_history: ExitInfo = ExitInfo()
+    exit: JobExit = JobExit()
+    job_exit_history: JobExit = JobExit()
     step_state: str = ""
-    step_exit: ExitInfo = ExitInfo()
+    step_exit: JobExit = JobExit()
     kill_user: str = ""
     bad_constraints: bool = False
     in_live_queue: bool = True
@@ -331,8 +331,8 @@ class Cluster:
             job.state = "FAILED"
             job.reason = "BadConstraints"
             job.start = job.end = now
-            job.exit = ExitInfo("SIGNALED", None, 1)
-            job.job_exit_history = ExitInfo("ERROR", 1, None)
+            job.exit = JobExit("SIGNALED", None, 1)
+            job.job_exit_history = JobExit("ERROR", 1, None)
             self._schedule_purge(job)
         else:
             if req.hold:
@@ -510,8 +510,8 @@ class Cluster:
         except OSError as exc:
             log.warning("job %s could not start: %s", job.job_id, exc)
             if job.state == "RUNNING":
-                self._finish(job, "FAILED", "NonZeroExitCode", ExitInfo("ERROR", 1, None))
-                job.step_state, job.step_exit = "FAILED", ExitInfo("ERROR", 1, None)
+                self._finish(job, "FAILED", "NonZeroExitCode", JobExit("ERROR", 1, None))
+                job.step_state, job.step_exit = "FAILED", JobExit("ERROR", 1, None)
             job.completing = False
             self._release(job)
             self._changed(job)
@@ -529,15 +529,15 @@ class Cluster:
     def _exited(self, job: Job, returncode: int) -> None:
         if job.state == "RUNNING":
             if returncode == 0:
-                self._finish(job, "COMPLETED", "None", ExitInfo())
-                job.step_state, job.step_exit = "COMPLETED", ExitInfo()
+                self._finish(job, "COMPLETED", "None", JobExit())
+                job.step_state, job.step_exit = "COMPLETED", JobExit()
             elif returncode > 0:
-                info = ExitInfo("ERROR", returncode, None)
+                info = JobExit("ERROR", returncode, None)
                 self._finish(job, "FAILED", "NonZeroExitCode", info)
                 job.step_state, job.step_exit = "FAILED", info
             else:
                 sig = -returncode
-                info = ExitInfo("SIGNALED", None, sig)
+                info = JobExit("SIGNALED", None, sig)
                 self._finish(job, "FAILED", "RaisedSignal", info)
                 job.description = f"RaisedSignal:{sig}({signal.strsignal(sig) or sig})"
                 job.step_state, job.step_exit = "CANCELLED", info
@@ -553,7 +553,7 @@ class Cluster:
         self._schedule_purge(job)
         self.request_schedule(0)
 
-    def _finish(self, job: Job, state: str, reason: str, info: ExitInfo) -> None:
+    def _finish(self, job: Job, state: str, reason: str, info: JobExit) -> None:
         job.state = state
         job.reason = reason
         job.end = time.time()
@@ -596,9 +596,9 @@ class Cluster:
     def _time_limit(self, job: Job) -> None:
         if job.state != "RUNNING":
             return
-        info = ExitInfo("SIGNALED", None, signal.SIGTERM)
+        info = JobExit("SIGNALED", None, signal.SIGTERM)
         self._finish(job, "TIMEOUT", "TimeLimit", info)
-        job.job_exit_history = ExitInfo()
+        job.job_exit_history = JobExit()
         job.step_state, job.step_exit = "CANCELLED", info
         self._terminate(job)
         self._changed(job)
@@ -619,7 +619,7 @@ class Cluster:
             job.state = "CANCELLED"
             job.start = job.end = now
             job.kill_user = self.user
-            job.exit = job.job_exit_history = ExitInfo()
+            job.exit = job.job_exit_history = JobExit()
             self._schedule_purge(job)
             self.request_schedule(0)
             self._changed(job)
@@ -627,9 +627,9 @@ class Cluster:
         if sig != signal.SIGKILL:  # a plain signal: delivered, the job carries on (or dies of it)
             self._signal_group(job, sig)
             return True
-        info = ExitInfo("SIGNALED", None, signal.SIGTERM)
+        info = JobExit("SIGNALED", None, signal.SIGTERM)
         self._finish(job, "CANCELLED", "None", info)
-        job.job_exit_history = ExitInfo()
+        job.job_exit_history = JobExit()
         job.step_state, job.step_exit = "CANCELLED", info
         job.kill_user = self.user
         self._terminate(job)

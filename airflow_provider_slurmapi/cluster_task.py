@@ -1,4 +1,5 @@
-"""The cluster arguments every operator, sensor and trigger of this provider takes.
+"""What the operators and the sensor of this provider share: the cluster arguments they take and the
+hook built from them, how they fail for good, and how they read a job id.
 
 Kept free of heavy imports: DAG files import operators at parse time, and the hook (Google
 libraries, aiohttp) is only imported when a task runs.
@@ -8,9 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import time
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -22,15 +21,6 @@ from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION, check_
 if TYPE_CHECKING:
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
     from airflow_provider_slurmapi.slurm.job import SlurmJob
-
-# How Airflow resumes a deferred task whose trigger timed out (``execution_timeout`` or a sensor's
-# ``timeout``): next_method "__fail__" with this error. Both are internal names of Airflow's.
-TRIGGER_FAIL_METHOD = "__fail__"
-TRIGGER_TIMEOUT_ERROR = "Trigger timeout"
-
-# Airflow's own deferral timeout fires this long after the trigger's deadline: the trigger cancels the
-# job and reports the timeout itself; Airflow's timeout is the backstop if the trigger cannot.
-DEADLINE_BACKSTOP_SECONDS = 60.0
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
 
@@ -140,29 +130,6 @@ class SlurmClusterMixin:
             "api_endpoint": self.api_endpoint,
         }
 
-    def cancel_after_deferral_timeout(
-        self, next_method: str, next_kwargs: dict[str, Any] | None, job_id: int | None
-    ) -> None:
-        """Cancel ``job_id`` when Airflow resumes this task only to fail it for a deferral timeout.
-
-        The triggerer does not call ``on_kill`` on a timeout; without this the job would run on,
-        holding its GPUs, after the task has failed.
-        """
-        if next_method != TRIGGER_FAIL_METHOD or job_id is None:
-            return
-        error = str((next_kwargs or {}).get("error", ""))
-        if TRIGGER_TIMEOUT_ERROR.lower() not in error.lower():
-            return
-        log = self.log  # type: ignore[attr-defined]
-        log.warning("The wait for Slurm job %s timed out; cancelling the job.", job_id)
-        from airflow_provider_slurmapi.slurm.errors import SlurmApiError
-
-        try:
-            outcome = self.hook.cancel_job(job_id)
-            log.info("Cancel of Slurm job %s after the timeout: %s.", job_id, outcome.value)
-        except SlurmApiError as exc:
-            log.error("Cancelling Slurm job %s after the timeout failed: %s", job_id, exc)
-
     def slurm_job_lineage(self, job_id: int | None, job: SlurmJob | None = None) -> Any:
         """OpenLineage facets naming the cluster and the Slurm job; None without the OpenLineage provider."""
         from airflow_provider_slurmapi.lineage import operator_lineage
@@ -185,13 +152,6 @@ class SlurmClusterMixin:
         from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
 
         return SlurmApiHook(**self.cluster_kwargs())
-
-
-def deferral_deadline(timeout: timedelta | None) -> tuple[float | None, timedelta | None]:
-    """The trigger's deadline (epoch seconds) and Airflow's backstop timeout for a wait of ``timeout``."""
-    if timeout is None:
-        return None, None
-    return time.time() + timeout.total_seconds(), timeout + timedelta(seconds=DEADLINE_BACKSTOP_SECONDS)
 
 
 def default_deferrable() -> bool:

@@ -8,14 +8,14 @@ polling thousands of jobs does not re-encode unchanged ones.
 
 from __future__ import annotations
 
-from .model import ExitInfo, Job
+from .model import Job, JobExit
 from .slurm_json import NO_VAL_TIME, NODE_MEMORY_MB, NODE_NAME, JsonDict, dumps, exit_code, num, unset
 
 _FLAGS = ["USING_DEFAULT_ACCOUNT", "USING_DEFAULT_QOS", "USING_DEFAULT_WCKEY"]
 _YEAR = 365 * 24 * 3600
 
 
-def _exit(info: ExitInfo) -> JsonDict:
+def _exit(info: JobExit) -> JsonDict:
     return exit_code(info.status, info.return_code, info.signal)
 
 

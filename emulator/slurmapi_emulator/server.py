@@ -33,7 +33,7 @@ from .config import WILDCARD_HOSTS, EmulatorConfig, is_loopback
 from .envelope import (
     MAX_REQUEST_BYTES,
     RUN_PERMISSION,
-    EnvelopeError,
+    GoogleFrontEndError,
     SlurmCall,
     encode_answer,
     google_error,
@@ -44,7 +44,7 @@ from .faults import Fault, FaultInjector, FaultSpecError
 from .gateway import GatewayBackend, SlurmrestdUnreachable
 from .jobdesc import JobRequest
 from .model import Cluster, Job
-from .slurm_api import SlurmBackend, SlurmModelApi, SlurmResponse
+from .slurm_api import BackendAnswer, SlurmBackend, SlurmModelApi
 
 log = logging.getLogger("slurmapi_emulator")
 
@@ -361,7 +361,7 @@ class EmulatorServer:
             await asyncio.sleep(self.config.latency)
         try:
             response = await self._envelope(request, record)
-        except EnvelopeError as exc:
+        except GoogleFrontEndError as exc:
             response = google_error(exc.code, exc.status, exc.message)
         except ConnectionReset:
             record["http_status"] = "reset"
@@ -381,7 +381,7 @@ class EmulatorServer:
         cfg = self.config
         cluster, _, verb = request.match_info["cluster_call"].partition(":")
         if verb != "callSlurmRestApi":
-            raise EnvelopeError(404, "NOT_FOUND", f"The requested URL {request.path} was not found.")
+            raise GoogleFrontEndError(404, "NOT_FOUND", f"The requested URL {request.path} was not found.")
         auth = request.headers.get("Authorization", "")
         scheme, _, token = auth.partition(" ")
         if scheme.lower() != "bearer" or not self.auth.check(token.strip()):
@@ -395,14 +395,14 @@ class EmulatorServer:
             f"/modelDevelopmentClusters/{cluster}"
         )
         if cfg.deny_permission:
-            raise EnvelopeError(
+            raise GoogleFrontEndError(
                 403,
                 "PERMISSION_DENIED",
                 f"Permission '{RUN_PERMISSION}' denied on resource "
                 f"'//aiplatform.googleapis.com/{resource}' (or it may not exist).",
             )
         if cfg.clusters and cluster not in cfg.clusters:
-            raise EnvelopeError(404, "NOT_FOUND", f"ModelDevelopmentCluster `{resource}` not found.")
+            raise GoogleFrontEndError(404, "NOT_FOUND", f"ModelDevelopmentCluster `{resource}` not found.")
         fault = self.faults.take(call.kind)
         if fault is not None:
             record["fault"] = fault.spec
@@ -432,12 +432,12 @@ class EmulatorServer:
         await asyncio.shield(task)
         raise ConnectionReset()
 
-    async def _call_slurm(self, call: SlurmCall) -> SlurmResponse:
+    async def _call_slurm(self, call: SlurmCall) -> BackendAnswer:
         try:
             return await self.backend.call(call.method, call.path, call.body)
         except SlurmrestdUnreachable as exc:
             log.warning("slurmrestd unreachable: %s", exc)
-            raise EnvelopeError(503, "UNAVAILABLE", "The service is currently unavailable.") from exc
+            raise GoogleFrontEndError(503, "UNAVAILABLE", "The service is currently unavailable.") from exc
 
     def _fault_before(self, fault: Fault) -> web.StreamResponse:
         if fault.kind == "expire-token":
@@ -447,7 +447,7 @@ class EmulatorServer:
             raise ConnectionReset()
         return self._fault_error(fault.kind)
 
-    async def _fault_after(self, fault: Fault, answer: SlurmResponse) -> web.StreamResponse:
+    async def _fault_after(self, fault: Fault, answer: BackendAnswer) -> web.StreamResponse:
         if fault.kind == "reset-after":
             raise ConnectionReset()
         if fault.kind == "slow":

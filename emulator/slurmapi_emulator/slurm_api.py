@@ -47,8 +47,9 @@ _SUBMIT_SOURCE = "slurm_submit_batch_job()"
 
 
 @dataclass(frozen=True)
-class SlurmResponse:
-    """What slurmrestd answered: HTTP status and body text (JSON or plain text)."""
+class BackendAnswer:
+    """What a Slurm backend (the local model or a real slurmrestd) answered: HTTP status and body text
+    (JSON or plain text), before the envelope wraps it."""
 
     status: int
     text: str
@@ -58,14 +59,14 @@ class SlurmResponse:
 class SlurmBackend(Protocol):
     """Anything that can answer a Slurm REST call: the local model or a real slurmrestd."""
 
-    async def call(self, method: str, path: str, body: Any) -> SlurmResponse: ...
+    async def call(self, method: str, path: str, body: Any) -> BackendAnswer: ...
 
     async def close(self) -> None: ...
 
 
-def text_response(status: int, text: str) -> SlurmResponse:
+def text_response(status: int, text: str) -> BackendAnswer:
     """A plain-text answer, as slurmrestd sends for routing and query-syntax errors."""
-    return SlurmResponse(status, text, is_json=False)
+    return BackendAnswer(status, text, is_json=False)
 
 
 def split_query(path: str) -> tuple[str, str]:
@@ -171,9 +172,9 @@ class SlurmModelApi:
         warnings: list[JsonDict] | None = None,
         *,
         slurmdb: bool = False,
-    ) -> SlurmResponse:
+    ) -> BackendAnswer:
         body = {"errors": errors, "warnings": warnings or [], "meta": self._meta_obj(version, slurmdb)}
-        return SlurmResponse(status, dumps(body))
+        return BackendAnswer(status, dumps(body))
 
     def _bad_query(
         self,
@@ -182,7 +183,7 @@ class SlurmModelApi:
         description: str = "Rejecting request. Failure parsing query parameters",
         *,
         slurmdb: bool = False,
-    ) -> SlurmResponse:
+    ) -> BackendAnswer:
         return self._errors(422, version, [error_entry(9000, description, source)], slurmdb=slurmdb)
 
     @staticmethod
@@ -192,7 +193,7 @@ class SlurmModelApi:
         return None
 
     # ---------------------------------------------------------------- dispatch
-    async def call(self, method: str, path: str, body: Any) -> SlurmResponse:
+    async def call(self, method: str, path: str, body: Any) -> BackendAnswer:
         """Answer one Slurm REST call as slurmrestd would."""
         base, raw_query = split_query(path)
         match = _PATH_RE.match(base)
@@ -206,7 +207,7 @@ class SlurmModelApi:
             return self._slurm(method, version, rest, params, body)
         return self._slurmdb(method, version, rest, params)
 
-    def _slurm(self, method: str, version: str, rest: str, params: list[tuple[str, str]], body: Any) -> SlurmResponse:
+    def _slurm(self, method: str, version: str, rest: str, params: list[tuple[str, str]], body: Any) -> BackendAnswer:
         if rest in ("/ping", "/ping/") and method == "GET":
             return self._ping(version)
         if rest in ("/job/submit", "/job/submit/") and method == "POST":
@@ -231,7 +232,7 @@ class SlurmModelApi:
             return self._job_delete(version, job_id, params)
         return text_response(404, NOT_FOUND_TEXT)
 
-    def _slurmdb(self, method: str, version: str, rest: str, params: list[tuple[str, str]]) -> SlurmResponse:
+    def _slurmdb(self, method: str, version: str, rest: str, params: list[tuple[str, str]]) -> BackendAnswer:
         if method != "GET":
             return text_response(404, NOT_FOUND_TEXT)
         if rest in ("/ping", "/ping/"):
@@ -241,7 +242,7 @@ class SlurmModelApi:
                 "errors": [],
                 "warnings": [],
             }
-            return SlurmResponse(200, dumps(body))
+            return BackendAnswer(200, dumps(body))
         if rest in ("/jobs", "/jobs/"):
             return self._db_jobs(version, params)
         job_match = _JOB_RE.match(rest)
@@ -255,7 +256,7 @@ class SlurmModelApi:
         return text_response(404, NOT_FOUND_TEXT)
 
     # ---------------------------------------------------------------- /slurm
-    def _ping(self, version: str) -> SlurmResponse:
+    def _ping(self, version: str) -> BackendAnswer:
         ping: JsonDict = {
             "hostname": "localhost",
             "pinged": "UP",
@@ -267,9 +268,9 @@ class SlurmModelApi:
         if version in ("v0.0.40", "v0.0.41"):
             del ping["responding"], ping["primary"]
         body = {"pings": [ping], "meta": self._meta_obj(version, False), "errors": [], "warnings": []}
-        return SlurmResponse(200, dumps(body))
+        return BackendAnswer(200, dumps(body))
 
-    def _partitions(self, version: str) -> SlurmResponse:
+    def _partitions(self, version: str) -> BackendAnswer:
         cluster = self.cluster
         records = [
             partition_record(name, cpus=cluster.total_cpus, gpus=cluster.total_gpus) for name in cluster.partitions
@@ -281,9 +282,9 @@ class SlurmModelApi:
             "errors": [],
             "warnings": [],
         }
-        return SlurmResponse(200, dumps(body))
+        return BackendAnswer(200, dumps(body))
 
-    def _submit(self, version: str, body: Any) -> SlurmResponse:
+    def _submit(self, version: str, body: Any) -> BackendAnswer:
         cluster = self.cluster
         try:
             req, warnings = parse_submit(body, version)
@@ -328,7 +329,7 @@ class SlurmModelApi:
                 "job_submit_user_msg": "",
             }
         answer.update(meta=self._meta_obj(version, False), errors=[], warnings=warnings)
-        return SlurmResponse(200, dumps(answer))
+        return BackendAnswer(200, dumps(answer))
 
     def _job_list(
         self, version: str, fragments: list[str], last_update: int, *, warnings: str = "[]", errors: str = "[]"
@@ -352,17 +353,17 @@ class SlurmModelApi:
     def _render(self, job: Job, version: str) -> str:
         return live_job_json(job, version, self.cluster.cluster_name, self.cluster.total_cpus)
 
-    def _job_get(self, version: str, job_id: int, warnings: list[JsonDict]) -> SlurmResponse:
+    def _job_get(self, version: str, job_id: int, warnings: list[JsonDict]) -> BackendAnswer:
         job = self.cluster.live.get(job_id)
         warn = dumps(warnings)
         if job is None:
             errors = dumps([error_entry(2017, f"Unable to query JobId={job_id}", "_handle_job_get")])
-            return SlurmResponse(404, self._job_list(version, [], 0, errors=errors, warnings=warn))
+            return BackendAnswer(404, self._job_list(version, [], 0, errors=errors, warnings=warn))
         members = self.cluster.array_members(job_id) if job.array_job_id == job_id else [job]
         fragments = [self._render(member, version) for member in members]
-        return SlurmResponse(200, self._job_list(version, fragments, self.cluster.last_update, warnings=warn))
+        return BackendAnswer(200, self._job_list(version, fragments, self.cluster.last_update, warnings=warn))
 
-    def _jobs(self, version: str, params: list[tuple[str, str]]) -> SlurmResponse:
+    def _jobs(self, version: str, params: list[tuple[str, str]]) -> BackendAnswer:
         update = _values(params, "update_time")
         if update:
             if not update[-1].strip().isdigit():
@@ -372,11 +373,11 @@ class SlurmModelApi:
                 warning = warning_entry(
                     f"No job changes since update_time[{since}]={local_iso(since)}", "op_handler_jobs"
                 )
-                return SlurmResponse(200, self._job_list(version, [], 0, warnings=dumps([warning])))
+                return BackendAnswer(200, self._job_list(version, [], 0, warnings=dumps([warning])))
         fragments = [self._render(job, version) for job in self.cluster.live.values()]
-        return SlurmResponse(200, self._job_list(version, fragments, self.cluster.last_update))
+        return BackendAnswer(200, self._job_list(version, fragments, self.cluster.last_update))
 
-    def _jobs_state(self, version: str, params: list[tuple[str, str]]) -> SlurmResponse:
+    def _jobs_state(self, version: str, params: list[tuple[str, str]]) -> BackendAnswer:
         live = self.cluster.live
         wanted = _values(params, "job_id")
         if wanted:
@@ -402,9 +403,9 @@ class SlurmModelApi:
             + self._meta(version, False)
             + ',"errors":[],"warnings":[]}'
         )
-        return SlurmResponse(200, text)
+        return BackendAnswer(200, text)
 
-    def _job_delete(self, version: str, job_id: int, params: list[tuple[str, str]]) -> SlurmResponse:
+    def _job_delete(self, version: str, job_id: int, params: list[tuple[str, str]]) -> BackendAnswer:
         sig = signal.SIGKILL
         sig_values = _values(params, "signal")
         if sig_values:
@@ -429,7 +430,7 @@ class SlurmModelApi:
             texts = {2017: "Invalid job id specified", 2021: "Job/step already completing or completed"}
             warnings = [warning_entry(f"JobId={job_id}: {texts[code]}", "_signal_job")] if code else []
             body = {"meta": self._meta_obj(version, False), "errors": [], "warnings": warnings}
-            return SlurmResponse(200, dumps(body))
+            return BackendAnswer(200, dumps(body))
         status: list[JsonDict] = [] if code else task_status
         if code:
             text = "Invalid job id specified" if code == 2017 else "Job/step already completing or completed"
@@ -442,7 +443,7 @@ class SlurmModelApi:
                 }
             )
         body = {"status": status, "meta": self._meta_obj(version, False), "errors": [], "warnings": []}
-        return SlurmResponse(200, dumps(body))
+        return BackendAnswer(200, dumps(body))
 
     # ---------------------------------------------------------------- /slurmdb
     def _history_of(self, job_id: int) -> list[Job]:
@@ -456,7 +457,7 @@ class SlurmModelApi:
 
     def _db_answer(
         self, version: str, jobs: list[Job], as_of: float, *, status: int = 200, errors: list[JsonDict] | None = None
-    ) -> SlurmResponse:
+    ) -> BackendAnswer:
         visible = [job for job in jobs if history_visible(job, as_of)]
         warnings = []
         if not visible:
@@ -465,9 +466,9 @@ class SlurmModelApi:
             )
         rendered = [history_job(job, version, self.cluster.cluster_name, as_of) for job in visible]
         body = {"jobs": rendered, "meta": self._meta_obj(version, True), "errors": errors or [], "warnings": warnings}
-        return SlurmResponse(status, dumps(body))
+        return BackendAnswer(status, dumps(body))
 
-    def _db_jobs(self, version: str, params: list[tuple[str, str]]) -> SlurmResponse:
+    def _db_jobs(self, version: str, params: list[tuple[str, str]]) -> BackendAnswer:
         as_of = time.time() - self.cluster.history_delay
         users = _values(params, "users")
         for user in users:

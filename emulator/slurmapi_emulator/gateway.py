@@ -19,8 +19,8 @@ from urllib.parse import unquote
 import aiohttp
 from yarl import URL
 
-from .envelope import EnvelopeError
-from .slurm_api import SlurmResponse
+from .envelope import GoogleFrontEndError
+from .slurm_api import BackendAnswer
 
 _PLAIN_PREFIX = re.compile(r"/(slurm|slurmdb)/v[0-9]+\.[0-9]+\.[0-9]+/")
 _SEGMENT_CHARS = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@%-]*")
@@ -28,7 +28,7 @@ _QUERY_CHARS = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*")
 
 
 def check_forward_path(path: str) -> str:
-    """The path unchanged if it is a plain Slurm REST path; else EnvelopeError 400 naming what is wrong."""
+    """The path unchanged if it is a plain Slurm REST path; else GoogleFrontEndError 400 naming what is wrong."""
     base, question, query = path.partition("?")
     problem = None
     match = _PLAIN_PREFIX.match(base)
@@ -52,7 +52,7 @@ def check_forward_path(path: str) -> str:
     if problem is None and question and not _QUERY_CHARS.fullmatch(query):
         problem = "its query string has characters a Slurm query never holds"
     if problem:
-        raise EnvelopeError(400, "INVALID_ARGUMENT", f"Invalid path {json.dumps(path)}: {problem}.")
+        raise GoogleFrontEndError(400, "INVALID_ARGUMENT", f"Invalid path {json.dumps(path)}: {problem}.")
     return path
 
 
@@ -86,7 +86,7 @@ class GatewayBackend:
             headers["X-SLURM-USER-NAME"] = self.user
         return headers
 
-    async def call(self, method: str, path: str, body: Any) -> SlurmResponse:
+    async def call(self, method: str, path: str, body: Any) -> BackendAnswer:
         """Forward one call; the URL keeps the raw query string (commas, %2C) untouched."""
         url = URL(self.base_url + check_forward_path(path), encoded=True)
         headers = self._headers()
@@ -106,7 +106,7 @@ class GatewayBackend:
             parsed = None
         if method == "POST" and path.split("?")[0].rstrip("/").endswith("/job/submit"):
             self._record_submit(body, parsed)
-        return SlurmResponse(status, text, is_json=isinstance(parsed, (dict, list)))
+        return BackendAnswer(status, text, is_json=isinstance(parsed, (dict, list)))
 
     def _record_submit(self, body: Any, answer: Any) -> None:
         if not isinstance(answer, dict) or not isinstance(answer.get("job_id"), int):
