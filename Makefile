@@ -2,7 +2,6 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PYTHON ?= python3
-export SLURMAPI_SHARED_DIR ?= $(abspath ../shared)
 
 # The tests without real Slurm mostly wait on jobs and sockets: three at once on two cores, a module
 # per worker (each worker has its own Airflow home and database). Real Slurm runs alone: its lab has 2 CPUs.
@@ -19,27 +18,45 @@ AIRFLOW_3X ?= 3.2.2
 # to (the api-server and dag-processor then die at import): the set that 3.3.2 runs on works for 3.2.
 AIRFLOW_3X_PINS ?= "cadwyn==7.0.0" "fastapi==0.136.3" "pydantic==2.14.4"
 
-.PHONY: demo test test-fast test-slurm test-airflow2 test-deployment test-deployment-airflow2 test-deployment-airflow3x deployment-deps lint bench slurm-lab-up slurm-lab-down clean install
+# The lock files pin every package of the test venvs (resolved for CI: Linux x86_64, Python 3.11), so
+# two installs on two days get the same versions; the install targets use them as constraints.
+# `make lock` rewrites them after a change of pyproject.toml or of the Airflow pins above, keeping every
+# other pin it can; `make lock LOCK_FLAGS=--upgrade` moves everything to the newest versions.
+LOCK     := requirements/test-lock.txt
+LOCK2    := requirements/test-lock-airflow2.txt
+LOCK3X   := requirements/test-lock-airflow3x.txt
+AIRFLOW_2 ?= "apache-airflow==2.11.*" apache-airflow-providers-google
+COMPILE  := uv pip compile --quiet --python-version 3.11 --python-platform x86_64-unknown-linux-gnu \
+	--custom-compile-command "make lock" --no-emit-package slurmapi-emulator --extra test $(LOCK_FLAGS) pyproject.toml
 
-$(VENV)/.installed: pyproject.toml emulator/pyproject.toml
+.PHONY: demo test test-fast test-slurm test-airflow2 test-deployment test-deployment-airflow2 test-deployment-airflow3x deployment-deps lint bench slurm-lab-up slurm-lab-down clean install lock
+
+$(VENV)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK)
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	@test -x $(PY) || uv venv --quiet --python 3.11 $(VENV) 2>/dev/null || uv venv --quiet $(VENV)
-	uv pip install --quiet -p $(PY) -e ".[test]"
+	uv pip install --quiet -p $(PY) -c $(LOCK) -e ".[test]"
 	@touch $@
 
 install: $(VENV)/.installed
 
+## Rewrite the lock files of the three test venvs (see LOCK above); commit them with the change.
+lock:
+	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
+	$(COMPILE) -o $(LOCK)
+	printf '%s\n' $(AIRFLOW_2) | $(COMPILE) - -o $(LOCK2)
+	printf '%s\n' "apache-airflow==$(AIRFLOW_3X)" apache-airflow-providers-google $(AIRFLOW_3X_PINS) | $(COMPILE) - -o $(LOCK3X)
+
 # Airflow 2.11 beside the main (3.x) venv, for the compatibility run.
-$(VENV2)/.installed: pyproject.toml emulator/pyproject.toml
+$(VENV2)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK2)
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	@test -x $(PY2) || uv venv --quiet --python 3.11 $(VENV2) 2>/dev/null || uv venv --quiet $(VENV2)
-	uv pip install --quiet -p $(PY2) "apache-airflow==2.11.*" apache-airflow-providers-google -e ".[test]"
+	uv pip install --quiet -p $(PY2) -c $(LOCK2) $(AIRFLOW_2) -e ".[test]"
 	@touch $@
 
-$(VENV3X)/.installed: pyproject.toml emulator/pyproject.toml
+$(VENV3X)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK3X)
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	@test -x $(PY3X) || uv venv --quiet --python 3.11 $(VENV3X) 2>/dev/null || uv venv --quiet $(VENV3X)
-	uv pip install --quiet -p $(PY3X) "apache-airflow==$(AIRFLOW_3X)" apache-airflow-providers-google $(AIRFLOW_3X_PINS) -e ".[test]"
+	uv pip install --quiet -p $(PY3X) -c $(LOCK3X) "apache-airflow==$(AIRFLOW_3X)" apache-airflow-providers-google $(AIRFLOW_3X_PINS) -e ".[test]"
 	@touch $@
 
 ## Run example_dags/example_slurm_submit.py end to end against the local emulator.

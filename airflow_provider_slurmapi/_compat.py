@@ -21,9 +21,10 @@ AIRFLOW_V_3_0_PLUS = _version_tuple(_AIRFLOW_VERSION) >= (3, 0)
 # From 3.3 the triggerer calls ``trigger.on_kill()`` when a user marks or clears a deferred task.
 AIRFLOW_V_3_3_PLUS = _version_tuple(_AIRFLOW_VERSION) >= (3, 3)
 # How Airflow resumes a deferred task whose trigger timed out (``execution_timeout`` or a sensor's
-# ``timeout``): next_method "__fail__" with this error. Both are internal names of Airflow's.
+# ``timeout``): next_method "__fail__" with this error (2.11's scheduler words it its own way). Both
+# are internal names of Airflow's.
 TRIGGER_FAIL_METHOD = "__fail__"
-TRIGGER_TIMEOUT_ERROR = "Trigger timeout"
+TRIGGER_TIMEOUT_ERROR = "Trigger timeout" if AIRFLOW_V_3_0_PLUS else "Trigger/execution timeout"
 
 if AIRFLOW_V_3_0_PLUS:
     from airflow.sdk import BaseOperator, BaseSensorOperator, Context, conf

@@ -41,6 +41,70 @@ os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(DAGS_FOLDER)
 os.environ["AIRFLOW__LOGGING__LOGGING_LEVEL"] = "INFO"
 os.environ.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
 
+# -- the suites that need root and the real Slurm lab run only when asked for -------------------------------
+LAB_SUITES = ("slurm", "deployment")
+LAB_SUITES_HINT = (
+    "{n} live-Slurm and deployment tests not selected (they need root and the Slurm lab): "
+    "run them with `make test-slurm` and `make test-deployment` (or `pytest -m slurm` / `-m deployment`); "
+    "`make test` runs everything."
+)
+
+
+def _asked_for_lab_suites(config: pytest.Config, items: list[pytest.Item]) -> bool:
+    """A marker expression (``-m``, as the Makefile gives) decides by itself; without one, the lab suites
+    run only if every test the command line names needs the lab (``pytest tests/slurm/test_x.py``)."""
+    if config.option.markexpr:
+        return True
+    named = [
+        (config.invocation_params.dir / arg.split("::", 1)[0]).resolve()
+        for arg in config.args
+        if not arg.startswith("-")
+    ]
+    roots = {config.rootpath.resolve(), *((config.rootpath / p).resolve() for p in config.getini("testpaths"))}
+    if not named or any(path in roots or any(root.is_relative_to(path) for root in roots) for path in named):
+        return False
+    return all(_needs_lab(item) for item in items)
+
+
+def _needs_lab(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(name) for name in LAB_SUITES)
+
+
+_LAB_DESELECTED = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(trylast=True)  # after the suites' own conftests have marked their tests
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A plain ``pytest`` (a laptop, no root, no lab) deselects the live-Slurm and deployment suites."""
+    if _asked_for_lab_suites(config, items):
+        return
+    deselected = [item for item in items if _needs_lab(item)]
+    if deselected:
+        items[:] = [item for item in items if not _needs_lab(item)]
+        config.hook.pytest_deselected(items=deselected)
+        config.stash[_LAB_DESELECTED] = len(deselected)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker tells the controller how many it left out (the controller collects nothing)."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["lab_deselected"] = session.config.stash.get(_LAB_DESELECTED, 0)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    count = getattr(node, "workeroutput", {}).get("lab_deselected", 0)
+    node.config.stash[_LAB_DESELECTED] = max(count, node.config.stash.get(_LAB_DESELECTED, 0))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """One line saying how to run what a plain ``pytest`` left out."""
+    count = config.stash.get(_LAB_DESELECTED, 0)
+    if count:
+        terminalreporter.write_line(LAB_SUITES_HINT.format(n=count))
+
+
 PROJECT = "demo-project"
 REGION = "us-central1"
 CLUSTER_ID = "demo-cluster"

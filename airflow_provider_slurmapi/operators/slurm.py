@@ -49,6 +49,7 @@ from airflow_provider_slurmapi.slurm.watch import (
     WatchStep,
 )
 from airflow_provider_slurmapi.tag_secret import tag_key
+from airflow_provider_slurmapi.triggers.event import event_job, read_event
 
 if TYPE_CHECKING:
     import jinja2
@@ -439,18 +440,19 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     @fails_fast
     def execute_complete(self, context: Context, event: dict[str, Any], adopted: bool = False) -> int:
         """Resume after the trigger fired: succeed on COMPLETED, else fail with Slurm's reason."""
-        self.job_id = int(event["job_id"])
-        if event.get("status") == "error":
-            message = f"Watching Slurm job {self.job_id} failed: {event.get('message')}"
-            if event.get("permanent"):
+        payload = read_event(event)
+        self.job_id = payload["job_id"]
+        if payload["status"] == "error":
+            message = f"Watching Slurm job {self.job_id} failed: {payload['message']}"
+            if payload["permanent"]:
                 raise AirflowFailException(permanent_message(message))
             raise AirflowException(message)
-        if event.get("status") == "timeout":  # the trigger has cancelled the job (with cancel_on_kill)
+        if payload["status"] == "timeout":  # the trigger has cancelled the job (with cancel_on_kill)
             self._job_over = True
-            raise AirflowException(str(event.get("message")))
-        from airflow_provider_slurmapi.slurm.job import SlurmJob
-
-        return self._finish(context, SlurmJob.from_dict(event["job"]), adopted=adopted)
+            raise AirflowException(payload["message"])
+        job = event_job(payload)
+        assert job is not None  # a finished event always carries its job (read_event checked it)
+        return self._finish(context, job, adopted=adopted)
 
     def _finish(self, context: Context, job: SlurmJob, *, adopted: bool = False) -> int:
         if adopted and job.is_finished and job.state is JobState.CANCELLED:

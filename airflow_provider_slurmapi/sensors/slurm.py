@@ -12,7 +12,6 @@ on the first poke and its changes only as far as one poke sees them.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Sequence
 from datetime import timedelta
@@ -37,6 +36,7 @@ from airflow_provider_slurmapi.slurm.watch import (
     JobWatch,
     WatchStep,
 )
+from airflow_provider_slurmapi.triggers.event import event_job, read_event
 
 if TYPE_CHECKING:
     from airflow_provider_slurmapi._compat import Context
@@ -229,18 +229,15 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
 
     @fails_fast
     def execute_complete(self, context: Context, event: dict[str, Any]) -> None:
-        if event.get("status") == "error" and event.get("permanent"):
-            raise AirflowFailException(permanent_message(redact_text(str(event.get("message")))))
-        if event.get("status") in ("success", "failed") and isinstance(event.get("job"), dict):
-            self._push_job(context, event["job"])
-        if isinstance(event.get("job"), dict):
-            from airflow_provider_slurmapi.slurm.job import SlurmJob
-
-            with contextlib.suppress(Exception):
-                self._last_event_job = SlurmJob.from_dict(event["job"])
-        if event.get("status") != "success":
-            raise AirflowException(redact_text(str(event.get("message"))))
-        self.log.info("%s", event.get("message"))
+        payload = read_event(event)
+        if payload["status"] == "error" and payload["permanent"]:
+            raise AirflowFailException(permanent_message(redact_text(payload["message"])))
+        if payload["status"] in ("success", "failed"):
+            self._push_job(context, payload["job"])
+        self._last_event_job = event_job(payload)
+        if payload["status"] != "success":
+            raise AirflowException(redact_text(payload["message"]))
+        self.log.info("%s", payload["message"])
 
 
 def _is_first_poke(context: Context) -> bool:

@@ -32,6 +32,7 @@ from airflow_provider_slurmapi.slurm.watch import (
     DEFAULT_OUTAGE_TOLERANCE_SECONDS,
     JobWatch,
 )
+from airflow_provider_slurmapi.triggers.event import JobErrorEvent, JobFinishedEvent, JobTimeoutEvent
 from airflow_provider_slurmapi.triggers.poller import PollerKey, Subscription, cancel_job, subscribe
 
 # Kill checks in flight before Airflow 3.3 (a task needs a strong reference until it is done).
@@ -41,9 +42,10 @@ _pending_checks: set[asyncio.Task[None]] = set()
 class SlurmJobTrigger(BaseTrigger):
     """Fires once the Slurm job ``job_id`` is over.
 
-    The event's payload: ``status`` (``success`` for COMPLETED, ``failed`` for any other finished
-    state, ``error`` when the job could not be watched, ``timeout`` when the deadline passed), ``job_id``,
-    ``message`` and ``job`` (the job as a dict, see ``SlurmJob.to_dict``; not for ``error``).
+    The event's payload (:data:`~airflow_provider_slurmapi.triggers.event.SlurmJobEvent`): ``status``
+    (``success`` for COMPLETED, ``failed`` for any other finished state, ``error`` when the job could
+    not be watched, ``timeout`` when the deadline passed), ``job_id``, ``message``, and ``job`` (the job
+    as a dict, see ``SlurmJob.to_dict``) or, for ``error``, ``permanent``.
 
     :param job_id: the Slurm job id.
     :param poll_interval: seconds between polls (the cluster's poller uses the smallest of its triggers).
@@ -179,24 +181,22 @@ class SlurmJobTrigger(BaseTrigger):
                     else:
                         step = watch.observe(job)
                 except SlurmApiError as exc:
-                    return TriggerEvent(
-                        {"status": "error", "job_id": self.job_id, "message": str(exc), "permanent": is_permanent(exc)}
+                    error = JobErrorEvent(
+                        status="error", job_id=self.job_id, message=str(exc), permanent=is_permanent(exc)
                     )
+                    return TriggerEvent(error)
                 step.log_to(self.log, redact_text)
                 if step.cancel_array:
                     await self._cancel_job("array_fail_fast: a task of the array failed")
                 if step.finished and step.job is not None:
                     job = step.job
-                    return TriggerEvent(
-                        {
-                            "status": "success" if job.succeeded else "failed",
-                            "job_id": self.job_id,
-                            "message": f"Slurm job {job.job_id}: {job.describe()}"
-                            if job.succeeded
-                            else job.failure_message(),
-                            "job": job.to_dict(),
-                        }
+                    finished = JobFinishedEvent(
+                        status="success" if job.succeeded else "failed",
+                        job_id=self.job_id,
+                        message=f"Slurm job {job.job_id}: {job.describe()}" if job.succeeded else job.failure_message(),
+                        job=job.to_dict(),
                     )
+                    return TriggerEvent(finished)
 
     async def _cancel_if_killed(self) -> None:
         """Before Airflow 3.3: cancel if the task instance is no longer DEFERRED (a user killed it)."""
@@ -219,14 +219,10 @@ class SlurmJobTrigger(BaseTrigger):
         else:
             message = f"Slurm job {self.job_id}: {waited} passed; the job was left running (cancel_on_kill=False)."
         self.log.error("%s", message)
-        return TriggerEvent(
-            {
-                "status": "timeout",
-                "job_id": self.job_id,
-                "message": message,
-                "job": last.to_dict() if last is not None else None,
-            }
+        timeout = JobTimeoutEvent(
+            status="timeout", job_id=self.job_id, message=message, job=last.to_dict() if last is not None else None
         )
+        return TriggerEvent(timeout)
 
     async def on_kill(self) -> None:
         """Airflow 3.3+: a user marked or cleared the deferred task; cancel its job."""

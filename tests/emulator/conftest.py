@@ -6,7 +6,6 @@ Every test talks real HTTP to a real emulator started by `run_emulator`; nothing
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,14 +18,6 @@ from slurmapi_emulator import EmulatorConfig, EmulatorHandle, run_emulator
 
 TOKEN = "test-token"
 V = "v0.0.42"
-
-
-def shared_dir() -> Path:
-    """The shared reference material (fixtures, OpenAPI specs): beside the repository clone."""
-    override = os.environ.get("SLURMAPI_SHARED_DIR")
-    if override:
-        return Path(override)
-    return (Path(__file__).resolve().parents[2] / ".." / "shared").resolve()
 
 
 @dataclass

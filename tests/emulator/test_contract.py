@@ -1,6 +1,6 @@
 """Contract: the emulator's answers against the answers of a real Slurm 24.11.5 cluster.
 
-For each captured answer in shared/slurm-24.11-responses/, the emulator is brought into the same
+For each captured answer in tests/fixtures/slurm-24.11/, the emulator is brought into the same
 situation and asked the same request; its answer must have the same HTTP status, the same keys
 (recursively) and the same JSON types, and the same values where they carry meaning (states,
 reasons, error numbers). Runs offline: the fixtures are files.
@@ -17,18 +17,18 @@ from typing import Any
 import pytest
 from slurmapi_emulator import EmulatorConfig, EmulatorHandle, run_emulator
 
-from tests.fixtures import type_name
+from tests.fixtures import OPENAPI, OPENAPI_FILES, RESPONSES, type_name
 
-from .conftest import TOKEN, Answer, Client, V, job_desc, shared_dir, wait_until
+from .conftest import TOKEN, Answer, Client, V, job_desc, wait_until
 
-FIXTURES = shared_dir() / "slurm-24.11-responses"
+FIXTURES = RESPONSES
 
 
 @pytest.fixture(autouse=True)
 def _fixtures_present() -> None:
     """The contract is checked against the real answers: without them, fail (never skip) and say where."""
     if not FIXTURES.is_dir():
-        pytest.fail(f"no Slurm fixtures at {FIXTURES}: set SLURMAPI_SHARED_DIR to the shared/ folder")
+        pytest.fail(f"no Slurm fixtures at {FIXTURES}: record them with 'scripts/slurm-lab record'")
 
 
 def fixture(name: str) -> tuple[int, Any, dict[str, Any]]:
@@ -385,13 +385,6 @@ def test_slurmdb_unknown_and_lists(world: World) -> None:
 
 
 # ------------------------------------------------------------------------------------------ OpenAPI
-SPEC_FILES = {
-    "v0.0.40": "slurm-openapi-v0.0.40.json",
-    "v0.0.41": "slurmrestd-24.11.5-generated-v0.0.40-42.json",  # the only spec holding v0.0.41
-    "v0.0.42": "slurm-openapi-v0.0.42.json",
-    "v0.0.43": "slurm-openapi-v0.0.43.json",
-    "v0.0.44": "slurm-openapi-v0.0.44.json",
-}
 
 
 def _schema_registry(version: str = V) -> Any:
@@ -404,7 +397,7 @@ def _schema_registry(version: str = V) -> Any:
     import referencing
     from referencing.jsonschema import DRAFT4
 
-    spec = json.loads((shared_dir() / "slurm-openapi" / SPEC_FILES[version]).read_text())
+    spec = json.loads((OPENAPI / OPENAPI_FILES[version]).read_text())
 
     def fix(node: Any) -> None:
         if isinstance(node, dict):
@@ -570,14 +563,14 @@ def test_special_records_match_the_real_ones_value_by_value(
     world: World, make_emulator: Callable[..., EmulatorHandle]
 ) -> None:
     """All values (but times, ids and site values) of held, held-then-cancelled and BadConstraints jobs."""
-    jobs_47 = {j["job_id"]: j for j in fixture("47")[1]["jobs"]}
+    jobs_47 = {j["name"]: j for j in fixture("47")[1]["jobs"]}  # by name: ids change with each recording
     diffs = _record_diffs(fixture("28")[1]["jobs"][0], world.answers["H_pending"].jobs[0])
-    diffs += _record_diffs(jobs_47[4], world.client.job(world.ids["H"]).jobs[0])
+    diffs += _record_diffs(jobs_47["t_held"], world.client.job(world.ids["H"]).jobs[0])
     client = Client(make_emulator(min_job_age=60))
     assert client.call("POST", f"/slurm/{V}/job/submit", replay_body("38", client.cwd)).slurm_status == 500
-    diffs += _record_diffs(jobs_47[8], client.job(1).jobs[0])
-    db_85 = {j["job_id"]: j for j in fixture("85")[1]["jobs"]}
-    diffs += [f"db 8 {d}" for d in _record_diffs(db_85[8], client.history(1).jobs[0])]
+    diffs += _record_diffs(jobs_47["big"], client.job(1).jobs[0])
+    db_85 = {j["name"]: j for j in fixture("85")[1]["jobs"]}
+    diffs += [f"db 8 {d}" for d in _record_diffs(db_85["big"], client.history(1).jobs[0])]
     diffs += [
         f"db 4 {d}" for d in _record_diffs(fixture("51")[1]["jobs"][0], world.client.history(world.ids["H"]).jobs[0])
     ]

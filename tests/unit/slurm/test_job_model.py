@@ -47,11 +47,12 @@ def test_every_history_job_answer_parses(name: str) -> None:
 
 def test_completed_job_live_and_history_agree() -> None:
     live = SlurmJob.from_live(fixture_body("16_job_A_completed")["jobs"][0])
-    history = SlurmJob.from_history(fixture_body("48_slurmdb_job_A")["jobs"][0])
+    history_record = fixture_body("48_slurmdb_job_A")["jobs"][0]
+    history = SlurmJob.from_history(history_record)
     for field in ("job_id", "state", "exit_code", "start_time", "end_time", "elapsed_seconds", "nodes", "name"):
         assert live.to_dict()[field] == history.to_dict()[field], field
     assert live.succeeded and history.succeeded
-    assert live.describe() == "COMPLETED after 6s"
+    assert live.describe() == f"COMPLETED after {history_record['time']['elapsed']}s"  # ``sleep 5``: 5 or 6 s
 
 
 def test_failure_messages_carry_state_reason_and_exit() -> None:

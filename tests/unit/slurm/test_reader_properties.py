@@ -1,6 +1,6 @@
 """Property tests: every reader of answers is total on mutated real answers of every API version.
 
-Generators start from real Slurm 24.11 answers (``shared/slurm-24.11-responses``, v0.0.40-42 shapes)
+Generators start from real Slurm 24.11 answers (``tests/fixtures/slurm-24.11``, v0.0.40-42 shapes)
 and from typical answers built from the OpenAPI documents of v0.0.40-44, then mutate them: any
 subtree replaced by arbitrary JSON, keys deleted, values nested up to 100,000 deep, numbers such as
 ``1e400``, ``NaN`` or 5,000 digits, lone surrogates, non-UTF-8 bytes, an odd envelope ``status``.

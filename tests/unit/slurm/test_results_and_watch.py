@@ -19,7 +19,7 @@ from airflow_provider_slurmapi.slurm.results import (
     read_submit,
 )
 from airflow_provider_slurmapi.slurm.watch import JobWatch
-from tests.fixtures import fixture_body, fixture_status
+from tests.fixtures import fixture_body, fixture_job_id, fixture_status
 
 
 def answer(name: str, method: str = "GET") -> SlurmResponse:
@@ -42,9 +42,11 @@ def test_cancel_outcomes(name: str, outcome: CancelOutcome) -> None:
 
 
 def test_submit_answers() -> None:
-    assert read_submit(answer("07_submit_script_toplevel", "POST")).job_id == 1
+    assert read_submit(answer("07_submit_script_toplevel", "POST")).job_id == fixture_job_id(
+        "08_job_A_immediately_after_submit"
+    )
     held = read_submit(answer("27_submit_held", "POST"))
-    assert held.job_id == 4 and any("held" in w for w in held.warnings)
+    assert held.job_id == fixture_job_id("28_job_held_pending") and any("held" in w for w in held.warnings)
     assert read_submit(answer("37_submit_unknown_field", "POST")).warnings
     with pytest.raises(SlurmError, match="no node that fits"):
         read_submit(answer("38_submit_too_many_nodes", "POST"))
