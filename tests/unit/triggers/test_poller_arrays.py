@@ -11,12 +11,11 @@ from typing import Any
 import pytest
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
-from airflow_provider_slurmapi.triggers.poller import ClusterPoller, PollerKey, Subscription
+from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
+from airflow_provider_slurmapi.triggers.poller import ClusterPoller, Subscription
 from tests.conftest import CLUSTER, connection_uri_env
 
-KEY = PollerKey(
-    "google_cloud_default", CLUSTER["project_id"], CLUSTER["region"], CLUSTER["cluster_id"], "v0.0.42", None, None
-)
+KEY = ClusterRef(CLUSTER["project_id"], CLUSTER["region"], CLUSTER["cluster_id"])
 
 
 @pytest.fixture
@@ -38,7 +37,7 @@ def test_two_arrays_and_a_job_on_one_poller(connected: Any) -> None:
     plain = hook.submit_job({**spec, "name": "plain"}, "#!/bin/bash\nsleep 1\n").job_id
 
     async def scenario() -> tuple[dict[int, Any], list[int], dict[int, list[str]]]:
-        async_hook = SlurmApiAsyncHook(**KEY.hook_kwargs())
+        async_hook = SlurmApiAsyncHook(cluster=KEY)
         poller = ClusterPoller(KEY, async_hook)
         subs = {}
         for job_id in (a, b, plain):
@@ -99,7 +98,7 @@ def test_a_task_watched_by_its_own_id_beside_its_array(connected: Any) -> None:
     assert task_job is not None and task_job != array_id
 
     async def scenario() -> dict[int, Any]:
-        async_hook = SlurmApiAsyncHook(**KEY.hook_kwargs())
+        async_hook = SlurmApiAsyncHook(cluster=KEY)
         poller = ClusterPoller(KEY, async_hook)
         for job_id in (array_id, task_job):
             seen = await async_hook.get_job(job_id)
