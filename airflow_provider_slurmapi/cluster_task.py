@@ -11,12 +11,13 @@ import contextlib
 import functools
 from collections.abc import Callable, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from airflow_provider_slurmapi._compat import AirflowFailException, conf
-from airflow_provider_slurmapi.slurm.cluster import check_cluster_args, check_job_id
+from airflow_provider_slurmapi.slurm.cluster import check_job_id
+from airflow_provider_slurmapi.slurm.cluster_ref import CLUSTER_ARG_NAMES, ClusterArgs, ClusterRef, cluster_ref
 from airflow_provider_slurmapi.slurm.errors import is_permanent
-from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION, check_api_version
+from airflow_provider_slurmapi.slurm.versions import check_api_version
 
 if TYPE_CHECKING:
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
@@ -56,7 +57,8 @@ CLUSTER_TEMPLATE_FIELDS: tuple[str, ...] = ("region", "cluster_id", "project_id"
 
 class SlurmClusterMixin:
     """Holds ``region``, ``cluster_id``, ``project_id``, ``gcp_conn_id``, ``api_version``,
-    ``impersonation_chain`` and ``api_endpoint``, and builds the hook from them on first use."""
+    ``impersonation_chain`` and ``api_endpoint`` (templated: rendered before ``execute``), and makes of
+    them one :class:`~airflow_provider_slurmapi.slurm.cluster_ref.ClusterRef` for the hook and the trigger."""
 
     region: str
     cluster_id: str
@@ -66,34 +68,24 @@ class SlurmClusterMixin:
     impersonation_chain: str | Sequence[str] | None
     api_endpoint: str | None
 
-    def _set_cluster_args(
-        self,
-        *,
-        region: str,
-        cluster_id: str,
-        project_id: str | None = None,
-        gcp_conn_id: str = "google_cloud_default",
-        api_version: str = DEFAULT_API_VERSION,
-        impersonation_chain: str | Sequence[str] | None = None,
-        api_endpoint: str | None = None,
-    ) -> None:
-        self.region = region
-        self.cluster_id = cluster_id
-        self.project_id = project_id
-        self.gcp_conn_id = gcp_conn_id
-        self.api_version = check_api_version(api_version)
-        self.impersonation_chain = impersonation_chain
-        self.api_endpoint = api_endpoint
+    def _set_cluster_args(self, **args: Unpack[ClusterArgs]) -> None:
+        """Keep the cluster arguments as attributes: templated, they are checked once rendered (:attr:`cluster`)."""
+        for name in CLUSTER_ARG_NAMES:
+            setattr(self, name, args.get(name))
+        self.api_version = check_api_version(self.api_version)
 
     def check_cluster_args(self) -> None:
-        """Refuse a rendered region, cluster_id, project_id or api_endpoint that is not well formed.
+        """Refuse rendered cluster arguments that are not well formed (builds :attr:`cluster`).
 
         Called first thing in ``execute``: the values may come from ``dag_run.conf``, and they decide
         where the bearer token is sent, so nothing (not even a credential) is fetched before this.
         """
-        check_cluster_args(
-            region=self.region, cluster_id=self.cluster_id, project_id=self.project_id, api_endpoint=self.api_endpoint
-        )
+        _ = self.cluster
+
+    @cached_property
+    def cluster(self) -> ClusterRef:
+        """The rendered cluster arguments as one checked value: what the hook and the trigger are given."""
+        return cluster_ref(**{name: getattr(self, name) for name in CLUSTER_ARG_NAMES})
 
     def report_accounting(
         self, job_id: int, wait_seconds: float | None, *, array: bool = False
@@ -118,18 +110,6 @@ class SlurmClusterMixin:
         self.log.info("%s", line)  # type: ignore[attr-defined]
         return value
 
-    def cluster_kwargs(self) -> dict[str, Any]:
-        """What a hook or a trigger needs to reach the same cluster."""
-        return {
-            "region": self.region,
-            "cluster_id": self.cluster_id,
-            "project_id": self.project_id,
-            "gcp_conn_id": self.gcp_conn_id,
-            "api_version": self.api_version,
-            "impersonation_chain": self.impersonation_chain,
-            "api_endpoint": self.api_endpoint,
-        }
-
     def slurm_job_lineage(self, job_id: int | None, job: SlurmJob | None = None) -> Any:
         """OpenLineage facets naming the cluster and the Slurm job; None without the OpenLineage provider."""
         from airflow_provider_slurmapi.lineage import operator_lineage
@@ -151,7 +131,7 @@ class SlurmClusterMixin:
     def hook(self) -> SlurmApiHook:
         from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
 
-        return SlurmApiHook(**self.cluster_kwargs())
+        return SlurmApiHook(cluster=self.cluster)
 
 
 def default_deferrable() -> bool:

@@ -62,7 +62,7 @@ async def _watch(emulator: Any, key: Any, ids: list[int], interval: float, gate:
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook
     from airflow_provider_slurmapi.triggers.poller import ClusterPoller, Subscription
 
-    hook = SlurmApiAsyncHook(**key.hook_kwargs())
+    hook = SlurmApiAsyncHook(cluster=key)
     poller = ClusterPoller(key, hook)
     seen = {job_id: await hook.get_job(job_id) for job_id in ids}  # what each operator saw after its submit
     subs = {}
@@ -109,14 +109,14 @@ async def _bench(tmp: Path, args: argparse.Namespace) -> int:
     from slurmapi_emulator import EmulatorConfig, run_emulator
 
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
-    from airflow_provider_slurmapi.triggers.poller import PollerKey
+    from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
 
     creds = tmp / "service-account.json"
     (tmp / "jobs").mkdir()
     config = EmulatorConfig(
         credentials_file=creds, project="bench-project", workdir=tmp / "jobs", cpus=args.throttle, min_job_age=300
     )
-    key = PollerKey("google_cloud_default", "bench-project", "us-central1", "bench-cluster", "v0.0.42", None, None)
+    key = ClusterRef("bench-project", "us-central1", "bench-cluster")
     rows = []
     with run_emulator(config) as emulator:
         extra = {"key_path": str(creds), "api_endpoint": emulator.url, "project": "bench-project"}

@@ -301,10 +301,11 @@ async def pollcost(args: argparse.Namespace) -> dict[str, Any]:
     from emulator_proc import API_VERSION, CLUSTER_ID, PROJECT, REGION, control_headers
 
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
-    from airflow_provider_slurmapi.triggers.poller import ClusterPoller, PollerKey, Subscription
+    from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
+    from airflow_provider_slurmapi.triggers.poller import ClusterPoller, Subscription
 
-    key = PollerKey("google_cloud_default", PROJECT, REGION, CLUSTER_ID, API_VERSION, None, None)
-    poller = ClusterPoller(key, SlurmApiAsyncHook(**key.hook_kwargs()))
+    key = ClusterRef(PROJECT, REGION, CLUSTER_ID, api_version=API_VERSION)
+    poller = ClusterPoller(key, SlurmApiAsyncHook(cluster=key))
     ids = list(range(args.first_id, args.first_id + args.n))
     for job_id in ids:
         poller.add(Subscription(job_id, 3600.0))  # one round now, the next in an hour: rounds are ours to run

@@ -47,7 +47,8 @@ async def _bench(tmp: Path, sizes: list[int], rounds: int) -> int:
     from slurmapi_emulator import EmulatorConfig, run_emulator
 
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
-    from airflow_provider_slurmapi.triggers.poller import MAX_PROGRESS_READS, ClusterPoller, PollerKey, Subscription
+    from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
+    from airflow_provider_slurmapi.triggers.poller import MAX_PROGRESS_READS, ClusterPoller, Subscription
 
     creds = tmp / "service-account.json"
     (tmp / "jobs").mkdir()
@@ -70,12 +71,10 @@ async def _bench(tmp: Path, sizes: list[int], rounds: int) -> int:
             ]
             for job_id in ids:
                 emulator.wait_for_state(job_id, "RUNNING", timeout=60)
-            key = PollerKey(
-                "google_cloud_default", "bench-project", "us-central1", "bench-cluster", "v0.0.42", None, None
-            )
+            key = ClusterRef("bench-project", "us-central1", "bench-cluster")
             per_round: dict[str, float] = {}
             for progress in (False, True):
-                hook = SlurmApiAsyncHook(**key.hook_kwargs())
+                hook = SlurmApiAsyncHook(cluster=key)
                 poller = ClusterPoller(key, hook)
                 for job_id in ids:  # subscriptions without starting the poller's own loop
                     poller._subscriptions.setdefault(job_id, set()).add(Subscription(job_id, 3600, progress=progress))
@@ -87,7 +86,7 @@ async def _bench(tmp: Path, sizes: list[int], rounds: int) -> int:
                 per_round["progress" if progress else "baseline"] = emulator.calls()["total"] / rounds
                 await hook.close()
             emulator.reset_calls()
-            async with SlurmApiAsyncHook(**key.hook_kwargs()) as hook:
+            async with SlurmApiAsyncHook(cluster=key) as hook:
                 for _ in range(rounds):
                     await asyncio.gather(*(hook.get_job(job_id) for job_id in ids))
             per_round["naive"] = emulator.calls()["total"] / rounds

@@ -52,7 +52,7 @@ LAB_SUITES_HINT = (
 
 def _asked_for_lab_suites(config: pytest.Config, items: list[pytest.Item]) -> bool:
     """A marker expression (``-m``, as the Makefile gives) decides by itself; without one, the lab suites
-    run only if every test the command line names needs the lab (``pytest tests/slurm/test_x.py``)."""
+    run only if every test the command line names needs the lab (``pytest tests/live_slurm/test_x.py``)."""
     if config.option.markexpr:
         return True
     named = [

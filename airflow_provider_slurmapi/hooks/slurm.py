@@ -6,40 +6,37 @@ path, key JSON in ``keyfile_dict``, ``impersonation_chain``. Connection extra ``
 (or the ``api_endpoint`` argument) points them elsewhere than ``https://{region}-aiplatform.googleapis.com``,
 e.g. at a private endpoint or the local ``slurmapi-emulator``.
 
-Why these libraries: google-auth's ``AuthorizedSession`` keeps one pooled ``requests`` session and
-refreshes the token only when it expires; aiohttp is what the triggerer's event loop speaks;
-tenacity gives bounded exponential backoff with jitter.
+What a call is (paths, envelope, reading answers, errors, retries, the reads of several calls) lives
+once in :class:`~airflow_provider_slurmapi.slurm.client.SlurmClientBase`; the two hooks here add only
+their transport, as httpx's ``Client`` and ``AsyncClient`` do to its ``BaseClient``. Why these
+libraries: google-auth's ``AuthorizedSession`` keeps one pooled ``requests`` session and refreshes the
+token only when it expires; aiohttp is what the triggerer's event loop speaks; tenacity gives bounded
+exponential backoff with jitter.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack, cast
 
 import tenacity
 from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook, GoogleBaseHook
 
 from airflow_provider_slurmapi.slurm.accounting import Accounting, not_recorded, pick_record, read_accounting
-from airflow_provider_slurmapi.slurm.array import complete_array
-from airflow_provider_slurmapi.slurm.cluster import check_cluster_args, check_project_id
-from airflow_provider_slurmapi.slurm.envelope import (
-    ClusterRef,
-    HttpMethod,
-    SlurmResponse,
-    encode_request,
-    parse_envelope,
+from airflow_provider_slurmapi.slurm.client import (
+    Plan,
+    PlanRun,
+    SlurmClientBase,
+    SlurmRequest,
+    as_states,
+    one_off_tag,
 )
+from airflow_provider_slurmapi.slurm.cluster_ref import ClusterArgs, ClusterRef, cluster_ref
+from airflow_provider_slurmapi.slurm.envelope import HttpMethod, SlurmResponse
 from airflow_provider_slurmapi.slurm.errors import (
-    ApiConnectionError,
-    ConfigurationError,
-    InvalidArgumentError,
-    MalformedRecordError,
-    MalformedResponseError,
-    SignalOutcomeUnknownError,
     SlurmApiError,
     SubmitOutcomeUnknownError,
     SubmitRejectedError,
@@ -52,37 +49,29 @@ from airflow_provider_slurmapi.slurm.results import (
     SubmitResult,
     newest_tagged,
     own_tagged,
-    read_array_task_states,
-    read_cancel,
-    read_history_job,
-    read_job_states,
     read_jobs,
-    read_jobs_by_id,
-    read_live_job,
-    read_partition_names,
     read_submit,
 )
-from airflow_provider_slurmapi.slurm.retry import DEFAULT_RETRY_SECONDS, is_transient, retry_kwargs
+from airflow_provider_slurmapi.slurm.retry import is_transient
 from airflow_provider_slurmapi.slurm.spec import CLOCK_SKEW_SECONDS, PreparedSubmission, prepare_submission
 from airflow_provider_slurmapi.slurm.states import JobStateInfo
-from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION, SlurmPaths
 
 if TYPE_CHECKING:
     import aiohttp
     import requests
     from google.auth.credentials import Credentials
 
-DEFAULT_TIMEOUT_SECONDS = 60.0
+T = TypeVar("T")
+
 # How often a finished job's accounting record is looked for while slurmdbd has not recorded it yet.
 ACCOUNTING_POLL_SECONDS = 2.0
 # How far back the history is searched for a job carrying a task's tag.
 TAG_LOOKBACK_SECONDS = 7 * 24 * 3600
 # After a lost submit answer, how much longer than the request timeout the service may still act on it.
 SUBMIT_SETTLE_MARGIN_SECONDS = 30.0
-_SUBMIT_TAG_PREFIX = "slurmapi-submit="
 
 
-class SlurmApiHook(GoogleBaseHook):
+class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
     """Calls the Slurm Job API of one training cluster.
 
     :param region: the cluster's region, e.g. ``us-central1``.
@@ -92,6 +81,8 @@ class SlurmApiHook(GoogleBaseHook):
     :param api_version: the Slurm REST version to speak (``v0.0.40`` to ``v0.0.44``).
     :param impersonation_chain: a service account (or chain) to impersonate.
     :param api_endpoint: overrides the endpoint (also connection extra ``api_endpoint``).
+    :param cluster: all of the above in one :class:`~airflow_provider_slurmapi.slurm.cluster_ref.ClusterRef`
+        (what operators and triggers hand over); arguments given beside it override its values.
     :param timeout: seconds to wait for one answer (default: connection extra ``request_timeout``, else 60).
     :param retry_seconds: how long transient failures of one call are retried before giving up
         (default: connection extra ``retry_seconds``, else 300). A watch rides out longer outages.
@@ -108,37 +99,27 @@ class SlurmApiHook(GoogleBaseHook):
     def __init__(
         self,
         *,
-        region: str,
-        cluster_id: str,
-        project_id: str | None = None,
-        gcp_conn_id: str = "google_cloud_default",
-        api_version: str = DEFAULT_API_VERSION,
-        impersonation_chain: str | Sequence[str] | None = None,
-        api_endpoint: str | None = None,
+        cluster: ClusterRef | None = None,
         timeout: float | None = None,
         retry_seconds: float | None = None,
         submit_settle_seconds: float | None = None,
-        **kwargs: Any,
+        **cluster_args: Unpack[ClusterArgs],
     ) -> None:
         # They decide where the token goes: checked before the connection is even read.
-        check_cluster_args(region=region, cluster_id=cluster_id, project_id=project_id, api_endpoint=api_endpoint)
-        super().__init__(gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain, **kwargs)
-        self.paths = SlurmPaths(api_version)
-        self.region = region
-        self.cluster_id = cluster_id
-        self._project_id_arg = project_id
-        self._api_endpoint_arg = api_endpoint
-        self.timeout = float(timeout or self._get_field("request_timeout") or DEFAULT_TIMEOUT_SECONDS)
+        ref = cluster_ref(cluster, **cluster_args)
+        chain = list(ref.impersonation_chain) if ref.impersonation_chain else None
+        super().__init__(gcp_conn_id=ref.gcp_conn_id, impersonation_chain=chain)
+        self.cluster_ref = ref
         configured = retry_seconds if retry_seconds is not None else self._get_field("retry_seconds")
-        self.retry_seconds = float(configured if configured not in (None, "") else DEFAULT_RETRY_SECONDS)
+        self._init_client(
+            ref,
+            timeout=timeout or self._get_field("request_timeout"),
+            retry_seconds=None if configured in (None, "") else float(configured),
+        )
         settle = submit_settle_seconds or self._get_field("submit_settle_seconds")
         self.submit_settle_seconds = float(settle) if settle else self.timeout + SUBMIT_SETTLE_MARGIN_SECONDS
-        self.retry_initial_wait = 1.0
         self._retrying_policy: tenacity.Retrying | None = None
         self._retrying_for: tuple[float, float] | None = None
-
-    def _retry_kwargs(self) -> dict[str, Any]:
-        return retry_kwargs(self.retry_seconds, initial=self.retry_initial_wait, logger=self.log)
 
     def _retrying(self) -> tenacity.Retrying:
         """One retry policy per hook (its per-call state is thread-local in tenacity), rebuilt if tuned."""
@@ -150,21 +131,18 @@ class SlurmApiHook(GoogleBaseHook):
         return self._retrying_policy
 
     def __repr__(self) -> str:
-        return f"<SlurmApiHook conn={self.gcp_conn_id!r} cluster={self.region}/{self.cluster_id}>"
+        return (
+            f"<SlurmApiHook conn={self.gcp_conn_id!r} cluster={self.cluster_ref.region}/{self.cluster_ref.cluster_id}>"
+        )
 
-    # -- where and how calls go -------------------------------------------------------------------
+    # -- the transport ------------------------------------------------------------------------------
     @cached_property
     def cluster(self) -> ClusterRef:
-        project = self._project_id_arg or self.project_id
-        if not project:
-            raise ConfigurationError(
-                f"project_id is not set and connection {self.gcp_conn_id!r} names no project: pass "
-                "project_id=... or set the connection's project."
-            )
-        if not self._project_id_arg:
-            check_project_id(project, field=f"the project of connection {self.gcp_conn_id!r}")
-        endpoint = self._api_endpoint_arg or self._get_field("api_endpoint") or ""
-        return ClusterRef(project_id=project, region=self.region, cluster_id=self.cluster_id, endpoint=endpoint)
+        """The cluster with the connection's project and endpoint where none was given."""
+        ref = self.cluster_ref
+        return ref.with_connection(
+            project_id=ref.project_id or self.project_id, api_endpoint=self._get_field("api_endpoint")
+        )
 
     @cached_property
     def session(self) -> requests.Session:
@@ -194,24 +172,17 @@ class SlurmApiHook(GoogleBaseHook):
         import requests
         from google.auth.exceptions import RefreshError, TransportError
 
-        url = self.cluster.url
         try:
             response = (session or self.session).post(
-                url,
+                self.cluster.url,
                 data=data,
                 headers={"Content-Type": "application/json"},
                 timeout=self.timeout,
             )
         except RefreshError as exc:
-            raise UnauthenticatedError(
-                f"Could not get a Google token for connection {self.gcp_conn_id!r}: {type(exc).__name__}. "
-                "Check the connection's key or impersonation_chain.",
-                http_status=401,
-            ) from None
+            raise self._no_token(self.gcp_conn_id, exc) from None
         except (requests.ConnectionError, requests.Timeout, TransportError) as exc:
-            raise ApiConnectionError(
-                f"No answer from {self.cluster.endpoint} within {self.timeout:.0f}s ({type(exc).__name__})."
-            ) from exc
+            raise self._no_answer(self.cluster, exc) from exc
         return response.status_code, response.content
 
     def call(
@@ -223,21 +194,74 @@ class SlurmApiHook(GoogleBaseHook):
         Slurm's ``warnings[]`` are logged; ``errors[]`` are left to the caller
         (:meth:`SlurmResponse.raise_for_errors`).
         """
-        data = encode_request(method, path, body)
-        retry = method != "POST" if retry is None else retry
-
+        data = self._encode(method, path, body)
         # A POST may create something: it goes through the session that never re-sends on 401.
         session = self.submit_session if method == "POST" else None
 
         def attempt() -> SlurmResponse:
             status, content = self._post(data, session=session)
-            return _check_json(parse_envelope(status, content, method=method, path=path, cluster=self.cluster))
+            return self._read_answer(status, content, method=method, path=path, cluster=self.cluster)
 
-        response = self._retrying()(attempt) if retry else attempt()
-        _log_slurm_warnings(self.log, response)
-        return response
+        return self._answered(self._retrying()(attempt) if self._retries(method, retry) else attempt())
 
-    # -- jobs -------------------------------------------------------------------------------------
+    def _run(self, plan: Plan[T]) -> T:
+        """Carry out a read of the client core, one call at a time."""
+        run = PlanRun(plan)
+        while run.request is not None:
+            run.feed(self._outcome(run.request))
+        return cast(T, run.result)
+
+    def _outcome(self, request: SlurmRequest[Any]) -> Any:
+        """The request's result, or the Slurm API error it ended in (handed back to its plan)."""
+        try:
+            return tenacity.Retrying(**self._reread_kwargs(request))(
+                lambda: request.read(self.call(request.method, request.path, request.body, retry=request.retry))
+            )
+        except SlurmApiError as exc:
+            return exc
+
+    # -- jobs ---------------------------------------------------------------------------------------
+    def get_live_job(self, job_id: int) -> SlurmJob | None:
+        """The job from the live queue; ``None`` once it has left it."""
+        return self._run(self._live_job_plan(job_id))
+
+    def get_history_job(self, job_id: int) -> SlurmJob | None:
+        """The job's newest record in the accounting history; ``None`` if it has none."""
+        return self._run(self._history_job_plan(job_id))
+
+    def get_job(self, job_id: int) -> SlurmJob | None:
+        """The job from the live queue, or from the history once it has left it; ``None`` if neither knows it."""
+        return self._run(self._job_plan(job_id))
+
+    def get_live_jobs(self, job_ids: Sequence[int]) -> dict[int, SlurmJob]:
+        """The given jobs still in the live queue, full records, from one ``jobs/`` list."""
+        return self._run(self._live_jobs_plan(job_ids))
+
+    def get_live_states(
+        self, job_ids: Sequence[int], *, tasks: list[tuple[int, int, JobStateInfo]] | None = None
+    ) -> dict[int, JobStateInfo | SlurmJob]:
+        """The given jobs still in the live queue: ``jobs/state``, else (remembered) the ``jobs/`` list's records."""
+        return self._run(self._live_states_plan(job_ids, tasks))
+
+    def get_job_states(
+        self, job_ids: Sequence[int], *, tasks: list[tuple[int, int, JobStateInfo]] | None = None
+    ) -> dict[int, JobStateInfo]:
+        """States of the given jobs still in the live queue, in one call (``jobs/state``, else ``jobs/``)."""
+        return as_states(self.get_live_states(job_ids, tasks=tasks))
+
+    def list_jobs(self, *, history: bool = False, **filters: Any) -> list[SlurmJob]:
+        """Jobs of the live queue, or (``history=True``) of the accounting history with its filters."""
+        return self._run(self._list_jobs_plan(history=history, filters=filters))
+
+    def list_partitions(self) -> list[str]:
+        """The names of the cluster's partitions (``GET /slurm/{v}/partitions/``)."""
+        return self._run(self._partitions_plan())
+
+    def cancel_job(self, job_id: int, *, signal: str | None = None) -> CancelOutcome:
+        """Cancel a job; a finished or unknown job is not an error. A ``signal`` is never resent."""
+        return self._run(self._cancel_plan(job_id, signal))
+
+    # -- submit: exactly one job --------------------------------------------------------------------
     def submit_job(
         self,
         job: Mapping[str, Any] | None,
@@ -255,7 +279,18 @@ class SlurmApiHook(GoogleBaseHook):
         ``submit_settle_seconds``). ``earlier_job_id``: a job of an earlier try with the same tag,
         never taken for this submit's.
         """
-        prepared = prepare_submission(job, script, tag=tag or _one_off_tag(), comment=comment)
+        prepared = prepare_submission(job, script, tag=tag or one_off_tag(), comment=comment)
+        return self.submit_prepared(prepared, earlier_job_id=earlier_job_id)
+
+    def submit_prepared(self, prepared: PreparedSubmission, *, earlier_job_id: int | None = None) -> SubmitResult:
+        """:meth:`submit_job` of a submission already prepared (and so checked) by
+        :func:`~airflow_provider_slurmapi.slurm.spec.prepare_submission`, e.g. by an operator to fail early.
+
+        Sent as it is; one prepared without a tag gets a one-off tag first (a lost answer is settled by it).
+        """
+        if not prepared.tag:
+            tagged = prepare_submission(prepared.job, prepared.payload.get("script"), tag=one_off_tag())
+            prepared = PreparedSubmission(payload=tagged.payload, notes=prepared.notes, tag=tagged.tag)
         for note in prepared.notes:
             self.log.info("%s", note)
         try:
@@ -265,14 +300,10 @@ class SlurmApiHook(GoogleBaseHook):
                 exc.name_partitions(self._partition_names_for_message())
             raise
 
-    def list_partitions(self) -> list[str]:
-        """The names of the cluster's partitions (``GET /slurm/{v}/partitions/``)."""
-        return read_partition_names(self.call("GET", self.paths.partitions()))
-
     def _partition_names_for_message(self) -> list[str]:
         """The partitions, to name them in an error; never fails (the error being reported matters more)."""
         try:
-            return read_partition_names(self.call("GET", self.paths.partitions(), retry=False))
+            return self._run(self._partitions_plan(retry=False))
         except Exception as exc:
             self.log.warning("Could not list the cluster's partitions: %s", exc)
             return []
@@ -312,15 +343,14 @@ class SlurmApiHook(GoogleBaseHook):
     def _send_submit(self, prepared: PreparedSubmission) -> SubmitResult:
         """One POST of ``job/submit``, through the session that never re-sends it."""
         path = self.paths.submit()
-        data = encode_request("POST", path, prepared.payload)
-        status, content = self._post(data, session=self.submit_session)
+        status, content = self._post(self._encode("POST", path, prepared.payload), session=self.submit_session)
         if status == 401:
             raise _SubmitTokenRefused(
                 "The submit was answered 401 (token refused); its outcome is treated as unknown.", http_status=401
             )
-        response = _check_json(parse_envelope(status, content, method="POST", path=path, cluster=self.cluster))
-        _log_slurm_warnings(self.log, response)
-        return read_submit(response)
+        return read_submit(
+            self._answered(self._read_answer(status, content, method="POST", path=path, cluster=self.cluster))
+        )
 
     def _settle_lost_submit(
         self, prepared: PreparedSubmission, exc: SlurmApiError, sent: float, since: int, earlier_job_id: int | None
@@ -472,85 +502,6 @@ class SlurmApiHook(GoogleBaseHook):
                 return not_recorded(job_id, waited)
             time.sleep(min(poll_seconds, max(0.0, wait_seconds - waited)))
 
-    def get_live_job(self, job_id: int) -> SlurmJob | None:
-        return self._reread(lambda: read_live_job(self.call("GET", self.paths.job(job_id))))
-
-    def get_history_job(self, job_id: int) -> SlurmJob | None:
-        return self._reread(lambda: read_history_job(self.call("GET", self.paths.history_job(job_id))))
-
-    def _reread(self, read: Callable[[], SlurmJob | None]) -> SlurmJob | None:
-        """Ask again when Slurm garbled the job's record (:class:`MalformedRecordError`), like any garbled answer."""
-        kwargs = {**self._retry_kwargs(), "retry": tenacity.retry_if_exception_type(MalformedRecordError)}
-        return tenacity.Retrying(**kwargs)(read)
-
-    def get_job(self, job_id: int) -> SlurmJob | None:
-        """The job from the live queue, or from the history once it has left it; ``None`` if neither knows it.
-
-        An array whose tasks in the live queue are all over is completed from the history (its
-        earlier tasks may have left the queue): one more call, once, at its end.
-        """
-        job = self.get_live_job(job_id)
-        if job is not None and job.array is not None and job.is_finished:
-            return complete_array(job, self.get_history_job(job_id))
-        return job if job is not None else self.get_history_job(job_id)
-
-    def get_live_jobs(self, job_ids: Sequence[int]) -> dict[int, SlurmJob]:
-        """The given jobs still in the live queue, full records, from one ``jobs/`` list."""
-        return read_jobs_by_id(self.call("GET", self.paths.jobs()), job_ids)
-
-    def get_job_states(self, job_ids: Sequence[int]) -> dict[int, JobStateInfo]:
-        """States of the given jobs still in the live queue, in one call (``jobs/state``, else ``jobs/``)."""
-        try:
-            return read_job_states(self.call("GET", self.paths.jobs_state(job_ids)))
-        except InvalidArgumentError:  # the envelope refuses query strings
-            return {job_id: job.state_info for job_id, job in self.get_live_jobs(job_ids).items()}
-
-    def list_jobs(self, *, history: bool = False, **filters: Any) -> list[SlurmJob]:
-        """Jobs of the live queue, or (``history=True``) of the accounting history with its filters."""
-        path = self.paths.history_jobs(**filters) if history else self.paths.jobs()
-        return read_jobs(self.call("GET", path), history=history)
-
-    def cancel_job(self, job_id: int, *, signal: str | None = None) -> CancelOutcome:
-        """Cancel a job. Cancelling a finished or unknown job is not an error; the outcome says which.
-
-        A plain cancel is retried on transient failures (cancelling twice is harmless); a ``signal``
-        never is: Slurm delivers it on every call that reaches it, and a lost answer does not say
-        whether it did.
-        """
-        path = self.paths.cancel(job_id, signal)
-        try:
-            outcome = read_cancel(self.call("DELETE", path, retry=signal is None))
-        except SlurmApiError as exc:
-            if signal is not None and is_transient(exc):
-                raise _signal_not_resent(job_id, signal, exc) from exc
-            raise
-        self.log.info("Cancel of Slurm job %s: %s", job_id, outcome.value)
-        return outcome
-
-
-# Warnings Slurm gives for an empty answer: routine for look-ups, not worth a user's attention.
-_ROUTINE_WARNINGS = ("found nothing", "No job changes since", "Zero jobs to dump")
-
-
-def _log_slurm_warnings(logger: Any, response: SlurmResponse) -> None:
-    """Slurm's ``warnings[]`` in the task log; the routine "nothing found" ones only at debug level."""
-    for warning in response.warning_messages():
-        routine = any(text in warning for text in _ROUTINE_WARNINGS)
-        (logger.debug if routine else logger.warning)(
-            "Slurm warning (%s %s): %s", response.method, response.path, warning
-        )
-
-
-def _check_json(response: SlurmResponse) -> SlurmResponse:
-    """Slurm answers every successful call with JSON; a 2xx without it is a garbled answer."""
-    if response.status < 400 and response.body is None:
-        preview = (response.text or "")[:120]
-        raise MalformedResponseError(
-            f"Slurm answered {response.method} {response.path} with HTTP {response.status} but no JSON body "
-            f"({preview!r})."
-        )
-    return response
-
 
 class _SubmitTokenRefused(UnauthenticatedError):
     """A 401 answer to a submit: the submit session does not re-send it, the lost-answer path decides."""
@@ -561,23 +512,13 @@ def _answer_lost(exc: SlurmApiError) -> bool:
     return is_transient(exc) or isinstance(exc, _SubmitTokenRefused)
 
 
-def _signal_not_resent(job_id: int, signal: str | None, exc: SlurmApiError) -> SignalOutcomeUnknownError:
-    return SignalOutcomeUnknownError(
-        f"Sending {signal} to Slurm job {job_id} got no clear answer ({exc}). It was not resent, so the job got "
-        "the signal once or not at all: check the job (e.g. its output) before sending it again."
-    )
-
-
-def _one_off_tag() -> str:
-    return f"{_SUBMIT_TAG_PREFIX}{uuid.uuid4().hex[:24]}"
-
-
-class SlurmApiAsyncHook(GoogleBaseAsyncHook):
+class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
     """The async twin of :class:`SlurmApiHook`, for triggers: one aiohttp session, one token.
 
-    The sync hook is built once (in a thread: it reads the connection) only to obtain credentials;
-    the token is refreshed in a thread when google-auth says it is no longer valid, behind a lock, so
-    many coroutines sharing this hook refresh it once.
+    The same client core; only the transport differs. The sync hook is built once (in a thread: it
+    reads the connection) only to obtain credentials and settings; the token is refreshed in a thread
+    when google-auth says it is no longer valid, behind a lock, so many coroutines sharing this hook
+    refresh it once.
     """
 
     sync_hook_class = SlurmApiHook
@@ -585,32 +526,15 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
     def __init__(
         self,
         *,
-        region: str,
-        cluster_id: str,
-        project_id: str | None = None,
-        gcp_conn_id: str = "google_cloud_default",
-        api_version: str = DEFAULT_API_VERSION,
-        impersonation_chain: str | Sequence[str] | None = None,
-        api_endpoint: str | None = None,
+        cluster: ClusterRef | None = None,
         timeout: float | None = None,
         retry_seconds: float | None = None,
+        **cluster_args: Unpack[ClusterArgs],
     ) -> None:
-        check_cluster_args(region=region, cluster_id=cluster_id, project_id=project_id, api_endpoint=api_endpoint)
-        super().__init__(
-            region=region,
-            cluster_id=cluster_id,
-            project_id=project_id,
-            gcp_conn_id=gcp_conn_id,
-            api_version=api_version,
-            impersonation_chain=impersonation_chain,
-            api_endpoint=api_endpoint,
-            timeout=timeout,
-            retry_seconds=retry_seconds,
-        )
-        self.paths = SlurmPaths(api_version)
-        self.timeout = timeout or DEFAULT_TIMEOUT_SECONDS
-        self.retry_seconds = retry_seconds if retry_seconds is not None else DEFAULT_RETRY_SECONDS
-        self.retry_initial_wait = 1.0
+        ref = cluster_ref(cluster, **cluster_args)
+        super().__init__(cluster=ref, gcp_conn_id=ref.gcp_conn_id, timeout=timeout, retry_seconds=retry_seconds)
+        self.cluster_ref = ref
+        self._init_client(ref, timeout=timeout, retry_seconds=retry_seconds)
         self._session: aiohttp.ClientSession | None = None
         self._credentials: Credentials | None = None
         self._cluster: ClusterRef | None = None
@@ -618,12 +542,10 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
         # Many coroutines (e.g. a hundred cancels at once) read the connection once, not once each.
         self._prepare_lock = asyncio.Lock()
 
-    def _retry_kwargs(self) -> dict[str, Any]:
-        return retry_kwargs(self.retry_seconds, initial=self.retry_initial_wait, logger=self.log)
-
     def __repr__(self) -> str:
-        return f"<SlurmApiAsyncHook {self._hook_kwargs.get('region')}/{self._hook_kwargs.get('cluster_id')}>"
+        return f"<SlurmApiAsyncHook {self.cluster_ref.region}/{self.cluster_ref.cluster_id}>"
 
+    # -- the transport ------------------------------------------------------------------------------
     async def _prepare(self) -> ClusterRef:
         if self._cluster is None:
             async with self._prepare_lock:
@@ -647,11 +569,7 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
                 try:
                     await asyncio.to_thread(credentials.refresh, Request())
                 except Exception as exc:
-                    raise UnauthenticatedError(
-                        f"Could not get a Google token for connection {self._hook_kwargs['gcp_conn_id']!r}: "
-                        f"{type(exc).__name__}. Check the connection's key or impersonation_chain.",
-                        http_status=401,
-                    ) from None
+                    raise self._no_token(self.cluster_ref.gcp_conn_id, exc) from None
             return str(credentials.token)
 
     async def _get_session(self) -> aiohttp.ClientSession:
@@ -683,9 +601,7 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
             async with session.post(cluster.url, data=data, headers=headers) as response:
                 return response.status, await response.read()
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise ApiConnectionError(
-                f"No answer from {cluster.endpoint} within {self.timeout:.0f}s ({type(exc).__name__})."
-            ) from exc
+            raise self._no_answer(cluster, exc) from exc
 
     async def call(
         self, method: HttpMethod, path: str, body: Mapping[str, Any] | None = None, *, retry: bool | None = None
@@ -695,9 +611,8 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
         Never for a POST: a request that may create something is not re-sent by the transport; the
         token is refreshed for the next call and the 401 goes to the caller.
         """
-        data = encode_request(method, path, body)
+        data = self._encode(method, path, body)
         cluster = await self._prepare()
-        retry = method != "POST" if retry is None else retry
 
         async def attempt() -> SlurmResponse:
             status, content = await self._post(data)
@@ -705,60 +620,63 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook):
                 await self._token(force=True)
             elif status == 401:
                 status, content = await self._post(data, force_refresh=True)
-            return _check_json(parse_envelope(status, content, method=method, path=path, cluster=cluster))
+            return self._read_answer(status, content, method=method, path=path, cluster=cluster)
 
-        if retry:
+        if self._retries(method, retry):
             response: SlurmResponse = await tenacity.AsyncRetrying(**self._retry_kwargs())(attempt)
         else:
             response = await attempt()
-        _log_slurm_warnings(self.log, response)
-        return response
+        return self._answered(response)
 
-    async def get_job(self, job_id: int) -> SlurmJob | None:
-        job = read_live_job(await self.call("GET", self.paths.job(job_id)))
-        if job is not None and job.array is not None and job.is_finished:
-            return complete_array(job, await self.get_history_job(job_id))
-        if job is None:
-            job = read_history_job(await self.call("GET", self.paths.history_job(job_id)))
-        return job
+    async def _run(self, plan: Plan[T]) -> T:
+        """Carry out a read of the client core, one call at a time."""
+        run = PlanRun(plan)
+        while run.request is not None:
+            run.feed(await self._outcome(run.request))
+        return cast(T, run.result)
+
+    async def _outcome(self, request: SlurmRequest[Any]) -> Any:
+        """The request's result, or the Slurm API error it ended in (handed back to its plan)."""
+
+        async def attempt() -> Any:
+            return request.read(await self.call(request.method, request.path, request.body, retry=request.retry))
+
+        try:
+            return await tenacity.AsyncRetrying(**self._reread_kwargs(request))(attempt)
+        except SlurmApiError as exc:
+            return exc
+
+    # -- jobs: the sync hook's reads, awaited ---------------------------------------------------------
+    async def get_live_job(self, job_id: int) -> SlurmJob | None:
+        return await self._run(self._live_job_plan(job_id))
 
     async def get_history_job(self, job_id: int) -> SlurmJob | None:
-        return read_history_job(await self.call("GET", self.paths.history_job(job_id)))
+        return await self._run(self._history_job_plan(job_id))
 
-    async def get_job_states(
-        self,
-        job_ids: Sequence[int],
-        *,
-        use_state_endpoint: bool = True,
-        tasks: list[tuple[int, int, JobStateInfo]] | None = None,
-    ) -> dict[int, JobStateInfo]:
-        """States of the given jobs still in the live queue, in one call (``jobs/state``, else ``jobs/``).
-
-        ``tasks`` receives the answer's array task entries ``(job id, task id, state)``: an array's id
-        is answered with one entry per task, ``"<job id>_<task id>"``.
-        """
-        if use_state_endpoint:
-            response = await self.call("GET", self.paths.jobs_state(job_ids))
-            if tasks is not None:
-                tasks.extend(read_array_task_states(response))
-            return read_job_states(response)
-        return {job_id: job.state_info for job_id, job in (await self.get_live_jobs(job_ids)).items()}
+    async def get_job(self, job_id: int) -> SlurmJob | None:
+        return await self._run(self._job_plan(job_id))
 
     async def get_live_jobs(self, job_ids: Sequence[int]) -> dict[int, SlurmJob]:
-        """The given jobs still in the live queue, full records, from one ``jobs/`` list."""
-        return read_jobs_by_id(await self.call("GET", self.paths.jobs()), job_ids)
+        return await self._run(self._live_jobs_plan(job_ids))
+
+    async def get_live_states(
+        self, job_ids: Sequence[int], *, tasks: list[tuple[int, int, JobStateInfo]] | None = None
+    ) -> dict[int, JobStateInfo | SlurmJob]:
+        return await self._run(self._live_states_plan(job_ids, tasks))
+
+    async def get_job_states(
+        self, job_ids: Sequence[int], *, tasks: list[tuple[int, int, JobStateInfo]] | None = None
+    ) -> dict[int, JobStateInfo]:
+        return as_states(await self.get_live_states(job_ids, tasks=tasks))
+
+    async def list_jobs(self, *, history: bool = False, **filters: Any) -> list[SlurmJob]:
+        return await self._run(self._list_jobs_plan(history=history, filters=filters))
+
+    async def list_partitions(self) -> list[str]:
+        return await self._run(self._partitions_plan())
 
     async def cancel_job(self, job_id: int, *, signal: str | None = None) -> CancelOutcome:
-        """Async twin of :meth:`SlurmApiHook.cancel_job`: a signal is never resent."""
-        path = self.paths.cancel(job_id, signal)
-        try:
-            outcome = read_cancel(await self.call("DELETE", path, retry=signal is None))
-        except SlurmApiError as exc:
-            if signal is not None and is_transient(exc):
-                raise _signal_not_resent(job_id, signal, exc) from exc
-            raise
-        self.log.info("Cancel of Slurm job %s: %s", job_id, outcome.value)
-        return outcome
+        return await self._run(self._cancel_plan(job_id, signal))
 
 
 __all__ = ["SlurmApiAsyncHook", "SlurmApiHook"]

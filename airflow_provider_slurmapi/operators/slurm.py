@@ -34,6 +34,7 @@ from airflow_provider_slurmapi.slurm.sbatch import apply_directives
 from airflow_provider_slurmapi.slurm.spec import (
     CLOCK_SKEW_SECONDS,
     DEFAULT_ENVIRONMENT,
+    PreparedSubmission,
     add_environment,
     environment_names,
     prepare_submission,
@@ -245,8 +246,10 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     def execute(self, context: Context) -> int:
         self.check_cluster_args()
         ti = context["ti"]
-        tag, job_spec, script = self._submission(context)
-        previous = self._previous_job(context, tag, job_spec.get("name")) if self.reattach_on_restart else None
+        prepared = self._submission(context)
+        tag = prepared.tag
+        assert tag is not None
+        previous = self._previous_job(context, tag, prepared.job.get("name")) if self.reattach_on_restart else None
         if previous is not None and previous.succeeded:
             self.log.info(
                 "Slurm job %s of this task instance already COMPLETED (tag %s); not submitting again. "
@@ -267,15 +270,18 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         else:
             if previous is not None:
                 self.log.info("Earlier Slurm job %s %s; submitting a new one.", previous.job_id, previous.describe())
-            job_id = self._submit(context, tag, job_spec, script, earlier=previous.job_id if previous else None)
+            job_id = self._submit(context, prepared, earlier=previous.job_id if previous else None)
         self.job_id = job_id
         ti.xcom_push(key=JOB_ID_XCOM_KEY, value=job_id)
         if not self.wait_for_completion:
             return job_id
         return self._wait(context, job_id, adopted=adopted)
 
-    def _submission(self, context: Context) -> tuple[str, dict[str, Any], str]:
-        """This task instance's tag, job description and script as sent; a bad spec fails here, before any call."""
+    def _submission(self, context: Context) -> PreparedSubmission:
+        """This task instance's submission as sent, tagged; a bad spec fails here, before any call.
+
+        Prepared once: the hook sends it as it is (:meth:`SlurmApiHook.submit_prepared`).
+        """
         ti = context["ti"]
         tag = task_tag(ti.dag_id, ti.task_id, ti.run_id, _map_index(ti), key=tag_key())
         job_spec = dict(self.job)
@@ -293,16 +299,14 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             self.log.info("job.name was not set; naming the Slurm job %r.", job_spec["name"])
         if self.openlineage_inject_parent_job_info:
             job_spec = self._with_parent_run(context, job_spec)
-        prepare_submission(job_spec, self.script)
-        # What is sent, so what the 1 MB request limit counts: the wrapped script, or yours byte for byte.
-        script = wrap_script(self.script) if self.report_output else self.script
-        return tag, job_spec, script
-
-    def _submit(self, context: Context, tag: str, job_spec: dict[str, Any], script: str, *, earlier: int | None) -> int:
-        """Submit a new job for this task instance and remember its id where a retry looks first."""
-        ti = context["ti"]
         comment = task_comment(tag, ti.dag_id, ti.task_id, ti.run_id, _map_index(ti))
-        result = self.hook.submit_job(job_spec, script, tag=tag, comment=comment, earlier_job_id=earlier)
+        # What is sent, so what the 1 MB request limit counts: the wrapped script, or yours byte for byte.
+        wrap = wrap_script if self.report_output else None
+        return prepare_submission(job_spec, self.script, tag=tag, comment=comment, wrap=wrap)
+
+    def _submit(self, context: Context, prepared: PreparedSubmission, *, earlier: int | None) -> int:
+        """Submit a new job for this task instance and remember its id where a retry looks first."""
+        result = self.hook.submit_prepared(prepared, earlier_job_id=earlier)
         for warning in result.warnings:
             self.log.warning("Slurm accepted job %s with a warning: %s", result.job_id, warning)
         store = context.get("task_state_store")
@@ -412,7 +416,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
                     last_seen=step.job.to_dict() if step.job is not None else None,
                     log_progress=self._log_progress,
                     array_fail_fast=self.array_fail_fast,
-                    **self.cluster_kwargs(),
+                    cluster=self.cluster,
                 ),
                 method_name="execute_complete",
                 kwargs={"adopted": True} if adopted else None,
@@ -487,8 +491,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             job.job_id,
             job.describe(),
         )
-        tag, job_spec, script = self._submission(context)
-        job_id = self._submit(context, tag, job_spec, script, earlier=job.job_id)
+        job_id = self._submit(context, self._submission(context), earlier=job.job_id)
         self.job_id = job_id
         context["ti"].xcom_push(key=JOB_ID_XCOM_KEY, value=job_id)
         return self._wait(context, job_id)

@@ -133,7 +133,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
                 last_seen=last.to_dict() if last is not None else None,
                 log_progress=self.log_progress,
                 array_fail_fast=self.array_fail_fast,
-                **self.cluster_kwargs(),
+                cluster=self.cluster,
             ),
             method_name="execute_complete",
             timeout=backstop,

@@ -194,15 +194,3 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def check_cluster_args(
-    *, region: object, cluster_id: object, project_id: object = None, api_endpoint: object = None
-) -> None:
-    """Check everything that decides where a call goes; ``None`` project or endpoint means the default."""
-    check_region(region)
-    check_cluster_id(cluster_id)
-    if project_id not in (None, ""):
-        check_project_id(project_id)
-    if api_endpoint:
-        check_endpoint(api_endpoint)

@@ -13,18 +13,10 @@ import json
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
-from airflow_provider_slurmapi.slurm.cluster import (
-    check_cluster_id,
-    check_endpoint,
-    check_project_id,
-    check_region,
-    default_endpoint,
-    default_host,
-)
+from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
 from airflow_provider_slurmapi.slurm.errors import (
     ClusterNotFoundError,
     ConfigurationError,
@@ -45,55 +37,6 @@ HttpMethod = Literal["GET", "POST", "DELETE"]
 MAX_REQUEST_BYTES = 1024 * 1024
 RUN_PERMISSION = "aiplatform.googleapis.com/modelDevelopmentClusters.run"
 TRANSIENT_HTTP_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterRef:
-    """Which cluster a call goes to, and through which endpoint.
-
-    Every part is checked against Google's formats here (:mod:`~airflow_provider_slurmapi.slurm.cluster`),
-    and the URL is built once and checked again: without an ``endpoint`` its host is exactly
-    ``{region}-aiplatform.googleapis.com``, whatever the inputs were.
-    """
-
-    project_id: str
-    region: str
-    cluster_id: str
-    endpoint: str = ""
-    _url: str = field(default="", init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        check_project_id(self.project_id)
-        check_region(self.region)
-        check_cluster_id(self.cluster_id)
-        endpoint = check_endpoint(self.endpoint) if self.endpoint else default_endpoint(self.region)
-        expected_host = urlsplit(endpoint).hostname if self.endpoint else default_host(self.region)
-        object.__setattr__(self, "endpoint", endpoint)
-        url = f"{endpoint}/v1beta1/{self.resource_name}:callSlurmRestApi"
-        parts = urlsplit(url)
-        if (
-            parts.hostname != expected_host
-            or f"{parts.scheme}://{parts.netloc}" != endpoint
-            or parts.path != f"/v1beta1/{self.resource_name}:callSlurmRestApi"
-            or parts.query
-            or parts.fragment
-        ):
-            raise ConfigurationError(
-                f"The Slurm Job API URL for {self} would not go to {expected_host}; refusing to send anything."
-            )
-        object.__setattr__(self, "_url", url)
-
-    @property
-    def resource_name(self) -> str:
-        return f"projects/{self.project_id}/locations/{self.region}/modelDevelopmentClusters/{self.cluster_id}"
-
-    @property
-    def url(self) -> str:
-        """The ``callSlurmRestApi`` URL, built and checked once in ``__post_init__``."""
-        return self._url
-
-    def __str__(self) -> str:
-        return f"project={self.project_id} region={self.region} cluster_id={self.cluster_id}"
 
 
 def encode_request(method: HttpMethod, path: str, body: Mapping[str, Any] | None = None) -> bytes:

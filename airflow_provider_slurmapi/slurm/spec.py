@@ -13,7 +13,7 @@ import datetime
 import hashlib
 import hmac
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -214,11 +214,13 @@ def prepare_submission(
     *,
     tag: str | None = None,
     comment: str | None = None,
+    wrap: Callable[[str], str] | None = None,
 ) -> PreparedSubmission:
     """Check and complete a job description and script into a ``job/submit`` body.
 
     ``tag``/``comment`` (from :func:`task_tag`/:func:`task_comment`) are added to the job's
-    ``comment``; a comment the user set is kept, the tag appended to it.
+    ``comment``; a comment the user set is kept, the tag appended to it. ``wrap``: what is sent in
+    place of the checked script (e.g. :func:`~airflow_provider_slurmapi.slurm.job_output.wrap_script`).
     """
     if job is None:
         job = {}
@@ -276,4 +278,5 @@ def prepare_submission(
         user_comment = str(desc.get("comment") or "").strip()
         if not carries_tag(user_comment, tag):
             desc["comment"] = f"{user_comment} | {mark}" if user_comment else mark
-    return PreparedSubmission(payload={"job": desc, "script": script}, notes=notes, tag=tag)
+    sent = wrap(script) if wrap is not None else script
+    return PreparedSubmission(payload={"job": desc, "script": sent}, notes=notes, tag=tag)

@@ -3,11 +3,12 @@
 A retraining platform defers hundreds of Slurm tasks at once. Polling once per task per interval
 spends N calls of the project's API quota every interval, and N sessions and tokens. Here every
 :class:`~airflow_provider_slurmapi.triggers.slurm.SlurmJobTrigger` of one event loop that watches the
-same cluster through the same connection subscribes to one :class:`ClusterPoller`, which
+same cluster (the same :class:`~airflow_provider_slurmapi.slurm.cluster_ref.ClusterRef`: connection,
+cluster, endpoint, API version, impersonation chain) subscribes to one :class:`ClusterPoller`, which
 
-- asks ``/slurm/{v}/jobs/state/?job_id=..&job_id=..`` once per interval for all their jobs (chunked to
-  stay far below the 1 MB request limit), or ``/slurm/{v}/jobs/`` if the envelope refuses query strings
-  or the cluster predates ``jobs/state``;
+- asks ``/slurm/{v}/jobs/state/?job_id=..&job_id=..`` once per interval for all their jobs (through the
+  hook, which chunks it far below the 1 MB request limit, and lists ``/slurm/{v}/jobs/`` instead if the
+  envelope refuses query strings or the cluster predates ``jobs/state``);
 - fetches a job's details (``/job/{id}``, a bounded batch at a time) only when its state changed, and
   ``/slurmdb`` only for jobs missing from the live answer;
 - follows a job array from the same ``jobs/state`` answer (one entry per task, ``"<job id>_<task id>"``),
@@ -29,11 +30,11 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_slurmapi.slurm.errors import InvalidArgumentError, SlurmApiError, SlurmError
+from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
+from airflow_provider_slurmapi.slurm.errors import SlurmApiError
 from airflow_provider_slurmapi.slurm.job import SlurmJob
 from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo
 
@@ -43,8 +44,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Job ids per jobs/state call: ~16 bytes each, so a chunk is ~160 kB, far below the 1 MB limit.
-MAX_IDS_PER_CALL = 10_000
 # Per-job calls (details of a few changed jobs, history of jobs gone from the queue) run this many at once.
 MAX_CONCURRENT_CALLS = 8
 # Progress reads a round at the most, whatever the number of jobs reporting progress: with more jobs,
@@ -54,31 +53,6 @@ MAX_PROGRESS_READS = 8
 MAX_CONCURRENT_CANCELS = 32
 # How long a cancel may take, retries included, before it is logged as not confirmed.
 CANCEL_CONFIRM_SECONDS = 60.0
-
-
-@dataclass(frozen=True, slots=True)
-class PollerKey:
-    """Which pollers may be shared: same connection, cluster, endpoint and API version."""
-
-    gcp_conn_id: str
-    project_id: str | None
-    region: str
-    cluster_id: str
-    api_version: str
-    impersonation_chain: tuple[str, ...] | str | None
-    api_endpoint: str | None
-
-    def hook_kwargs(self) -> dict[str, Any]:
-        chain = self.impersonation_chain
-        return {
-            "gcp_conn_id": self.gcp_conn_id,
-            "project_id": self.project_id,
-            "region": self.region,
-            "cluster_id": self.cluster_id,
-            "api_version": self.api_version,
-            "impersonation_chain": list(chain) if isinstance(chain, tuple) else chain,
-            "api_endpoint": self.api_endpoint,
-        }
 
 
 class Subscription:
@@ -122,12 +96,11 @@ class Subscription:
 class ClusterPoller:
     """Polls one cluster for the jobs of all its subscribers."""
 
-    def __init__(self, key: PollerKey, hook: SlurmApiAsyncHook) -> None:
+    def __init__(self, key: ClusterRef, hook: SlurmApiAsyncHook) -> None:
         self.key = key
         self.hook = hook
         self._subscriptions: dict[int, set[Subscription]] = {}
         self._known: dict[int, SlurmJob] = {}
-        self._use_state_endpoint = True
         self._task: asyncio.Task[None] | None = None
         self._cancels: set[asyncio.Task[CancelOutcome | None]] = set()
         self._cancel_limit = asyncio.Semaphore(MAX_CONCURRENT_CANCELS)
@@ -231,7 +204,8 @@ class ClusterPoller:
             return
         self.polls += 1
         self._task_entries = []
-        live = await self._live_states(ids)
+        # jobs/state for all of them; the hook falls back to the jobs/ list (and remembers) where it must.
+        live = await self.hook.get_live_states(ids, tasks=self._task_entries)
         arrays = self._follow_arrays(ids, live)
         changed = [j for j, state in live.items() if isinstance(state, JobStateInfo) and self._needs_details(j, state)]
         details = await self._details(list(dict.fromkeys([*changed, *arrays])))
@@ -361,43 +335,26 @@ class ClusterPoller:
         results = await asyncio.gather(*(one(j) for j in job_ids))
         return dict(zip(job_ids, results, strict=True))
 
-    async def _live_states(self, ids: Sequence[int]) -> dict[int, JobStateInfo | SlurmJob]:
-        if self._use_state_endpoint:
-            try:
-                states: dict[int, JobStateInfo | SlurmJob] = {}
-                for start in range(0, len(ids), MAX_IDS_PER_CALL):
-                    chunk = ids[start : start + MAX_IDS_PER_CALL]
-                    states.update(await self.hook.get_job_states(chunk, tasks=self._task_entries))
-                return states
-            except InvalidArgumentError as exc:
-                log.warning("The envelope refused jobs/state with a query string (%s); listing jobs/ instead.", exc)
-            except SlurmError as exc:
-                if exc.http_status != 404:
-                    raise
-                log.warning("This cluster has no jobs/state endpoint (Slurm < 23.11.7); listing jobs/ instead.")
-            self._use_state_endpoint = False
-        return dict(await self.hook.get_live_jobs(ids))
-
 
 # One registry per event loop: pollers, their sessions and locks belong to the loop that made them.
-_registry: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Hashable, ClusterPoller]] = (
+_registry: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[ClusterRef, ClusterPoller]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def pollers_of_this_loop() -> dict[Hashable, ClusterPoller]:
+def pollers_of_this_loop() -> dict[ClusterRef, ClusterPoller]:
     """The live pollers of the running event loop (for tests and benchmarks)."""
     return _registry.setdefault(asyncio.get_running_loop(), {})
 
 
-def _poller_for(key: PollerKey) -> ClusterPoller:
+def _poller_for(key: ClusterRef) -> ClusterPoller:
     """The running loop's poller of ``key``, made on first use."""
     pollers = pollers_of_this_loop()
     poller = pollers.get(key)
     if poller is None:
         from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook
 
-        poller = ClusterPoller(key, SlurmApiAsyncHook(**key.hook_kwargs()))
+        poller = ClusterPoller(key, SlurmApiAsyncHook(cluster=key))
         pollers[key] = poller
     return poller
 
@@ -416,7 +373,7 @@ def _release(poller: ClusterPoller) -> None:
         task.add_done_callback(_stopping.discard)
 
 
-async def cancel_job(key: PollerKey, job_id: int, logger: Any = log) -> CancelOutcome | None:
+async def cancel_job(key: ClusterRef, job_id: int, logger: Any = log) -> CancelOutcome | None:
     """Cancel ``job_id`` through the shared poller of ``key``; ``None`` if the cancel was not confirmed.
 
     If the caller is cancelled while waiting (Airflow 3.3's triggerer cancels a killed trigger again
@@ -427,7 +384,7 @@ async def cancel_job(key: PollerKey, job_id: int, logger: Any = log) -> CancelOu
 
 @contextlib.asynccontextmanager
 async def subscribe(
-    key: PollerKey, job_id: int, poll_interval: float, seen: SlurmJob | None = None, *, progress: bool = False
+    key: ClusterRef, job_id: int, poll_interval: float, seen: SlurmJob | None = None, *, progress: bool = False
 ) -> AsyncIterator[Subscription]:
     """Watch ``job_id`` through the shared poller of ``key``; leaving the block unsubscribes.
 
@@ -445,4 +402,4 @@ async def subscribe(
             await poller.stop()
 
 
-__all__ = ["ClusterPoller", "PollerKey", "Subscription", "cancel_job", "pollers_of_this_loop", "subscribe"]
+__all__ = ["ClusterPoller", "Subscription", "cancel_job", "pollers_of_this_loop", "subscribe"]

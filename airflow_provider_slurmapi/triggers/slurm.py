@@ -23,17 +23,17 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS, redact_text
-from airflow_provider_slurmapi.slurm.cluster import check_cluster_args, check_job_id
+from airflow_provider_slurmapi.slurm.cluster import check_job_id
+from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef, cluster_ref
 from airflow_provider_slurmapi.slurm.errors import SlurmApiError, is_permanent
 from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
 from airflow_provider_slurmapi.slurm.watch import (
     DEFAULT_MISSING_GRACE_SECONDS,
     DEFAULT_OUTAGE_TOLERANCE_SECONDS,
     JobWatch,
 )
 from airflow_provider_slurmapi.triggers.event import JobErrorEvent, JobFinishedEvent, JobTimeoutEvent
-from airflow_provider_slurmapi.triggers.poller import PollerKey, Subscription, cancel_job, subscribe
+from airflow_provider_slurmapi.triggers.poller import Subscription, cancel_job, subscribe
 
 # Kill checks in flight before Airflow 3.3 (a task needs a strong reference until it is done).
 _pending_checks: set[asyncio.Task[None]] = set()
@@ -67,8 +67,8 @@ class SlurmJobTrigger(BaseTrigger):
         project_id: str | None = None,
         region: str | None = None,
         cluster_id: str | None = None,
-        gcp_conn_id: str = "google_cloud_default",
-        api_version: str = DEFAULT_API_VERSION,
+        gcp_conn_id: str | None = None,
+        api_version: str | None = None,
         poll_interval: float = 30.0,
         impersonation_chain: str | Sequence[str] | None = None,
         api_endpoint: str | None = None,
@@ -79,23 +79,23 @@ class SlurmJobTrigger(BaseTrigger):
         last_seen: Mapping[str, Any] | None = None,
         log_progress: bool = False,
         array_fail_fast: bool = False,
+        *,
+        cluster: ClusterRef | None = None,
     ) -> None:
         super().__init__()
-        if not region or not cluster_id:
-            raise ValueError(
-                f"SlurmJobTrigger needs region and cluster_id (got region={region!r}, cluster_id={cluster_id!r})."
-            )
-        # A trigger is rebuilt from its serialized kwargs in the triggerer: check them here too.
-        check_cluster_args(region=region, cluster_id=cluster_id, project_id=project_id, api_endpoint=api_endpoint)
+        # A trigger is rebuilt from its serialized kwargs in the triggerer: they are checked here too.
+        self.cluster = cluster_ref(
+            cluster,
+            region=region,
+            cluster_id=cluster_id,
+            project_id=project_id,
+            gcp_conn_id=gcp_conn_id,
+            api_version=api_version,
+            impersonation_chain=impersonation_chain,
+            api_endpoint=api_endpoint,
+        )
         self.job_id = check_job_id(job_id)
-        self.region = region
-        self.cluster_id = cluster_id
-        self.project_id = project_id
-        self.gcp_conn_id = gcp_conn_id
-        self.api_version = api_version
         self.poll_interval = float(poll_interval)
-        self.impersonation_chain = impersonation_chain
-        self.api_endpoint = api_endpoint
         self.cancel_on_kill = cancel_on_kill
         self.missing_grace_seconds = float(missing_grace_seconds)
         self.outage_tolerance_seconds = float(outage_tolerance_seconds)
@@ -105,18 +105,13 @@ class SlurmJobTrigger(BaseTrigger):
         self.array_fail_fast = bool(array_fail_fast)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
+        """The documented arguments, under the keys every release stored: a deferred task resumes after an upgrade."""
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
             {
                 "job_id": self.job_id,
-                "region": self.region,
-                "cluster_id": self.cluster_id,
-                "project_id": self.project_id,
-                "gcp_conn_id": self.gcp_conn_id,
-                "api_version": self.api_version,
+                **self.cluster.as_kwargs(),
                 "poll_interval": self.poll_interval,
-                "impersonation_chain": self.impersonation_chain,
-                "api_endpoint": self.api_endpoint,
                 "cancel_on_kill": self.cancel_on_kill,
                 "missing_grace_seconds": self.missing_grace_seconds,
                 "outage_tolerance_seconds": self.outage_tolerance_seconds,
@@ -128,17 +123,9 @@ class SlurmJobTrigger(BaseTrigger):
         )
 
     @property
-    def poller_key(self) -> PollerKey:
-        chain = self.impersonation_chain
-        return PollerKey(
-            gcp_conn_id=self.gcp_conn_id,
-            project_id=self.project_id,
-            region=self.region,
-            cluster_id=self.cluster_id,
-            api_version=self.api_version,
-            impersonation_chain=chain if chain is None or isinstance(chain, str) else tuple(chain),
-            api_endpoint=self.api_endpoint,
-        )
+    def poller_key(self) -> ClusterRef:
+        """Triggers of the same cluster share a poller."""
+        return self.cluster
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:

@@ -1,13 +1,12 @@
 """Never lose a job, never run it twice: a DAG under each injected fault.
 
-Each case runs a scenario DAG with ``dag.test()`` while the emulator (or the gateway in front of real
-Slurm) injects one fault, then checks: the task ends in the right state, exactly one Slurm job carries
-the task instance's tag, and nothing is left running.
+Each case runs a scenario DAG with ``dag.test()`` while the emulator injects one fault, then checks: the
+task ends in the right state, exactly one Slurm job carries the task instance's tag, and nothing is left
+running. The same guarantees against real Slurm: ``tests/live_slurm/test_fault_matrix_live.py``.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -116,55 +115,3 @@ def test_kill_cancels_despite_a_failing_delete(
     jobs = tagged_jobs(faulty_connection, dag.dag_id)
     assert len(jobs) == 1
     faulty_connection.wait_for_state(jobs[0]["job_id"], ["CANCELLED"], timeout=20)
-
-
-@pytest.mark.slurm
-@pytest.mark.parametrize(
-    "fault",
-    [
-        "503-after@submit",
-        "reset-after@submit",
-        "reset-before@submit",
-        "slow=4@submit",
-        "late=3@submit",
-        "unavailable@jobs-state*2",
-    ],
-)
-def test_real_slurm_through_faulty_gateway_keeps_one_job(
-    fault: str, airflow_db: Any, emulator_factory: Any, credentials_file: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The same guarantees against real Slurm: the gateway injects the fault in front of slurmrestd."""
-    url, token_file = os.environ.get("SLURM_LAB_URL"), os.environ.get("SLURM_LAB_TOKEN_FILE")
-    if not url or not token_file:
-        pytest.fail(
-            'SLURM_LAB_URL/SLURM_LAB_TOKEN_FILE are not set: run `eval "$(scripts/slurm-lab env)"` (make test does)'
-        )
-    gateway = emulator_factory(slurmrestd=url, slurm_token_file=Path(token_file))
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT",
-        connection_uri_env(gateway, credentials_file, request_timeout=2, submit_settle_seconds=4),
-    )
-    for name, value in (
-        ("SLURMAPI_REGION", "us-central1"),
-        ("SLURMAPI_CLUSTER_ID", "lab"),
-        ("SLURMAPI_WORKDIR", "/tmp"),
-        ("SLURMAPI_PARTITION", "debug"),
-        ("SLURMAPI_POLL_INTERVAL", "1"),
-        ("SLURMAPI_DEFERRABLE", "true"),
-    ):
-        monkeypatch.setenv(name, value)
-    dag = load_dag("slurm_scenarios.py", "completes")
-    gateway.add_fault(fault)
-    state, tasks = run_dag(dag)
-    if fault.startswith("late="):
-        time.sleep(3)  # a late submit lands at most 3 s after it was sent
-    assert state == "success", tasks
-    from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
-
-    hook = SlurmApiHook(region="us-central1", cluster_id="lab")
-    mine = [job for job in hook.list_jobs() if job.comment and f"dag={dag.dag_id} " in job.comment]
-    run_ids = {job.comment.split(" run=")[1].split(" ")[0] for job in mine if job.comment}
-    # Several runs of this DAG may be in the live queue; the newest run must have exactly one job.
-    newest_run = max(run_ids)
-    assert len([job for job in mine if f"run={newest_run} " in (job.comment or "")]) == 1, mine
-    assert not [job for job in mine if not job.is_finished]

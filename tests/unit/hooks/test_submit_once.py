@@ -14,7 +14,8 @@ import pytest
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
 from airflow_provider_slurmapi.slurm.errors import UnauthenticatedError
-from airflow_provider_slurmapi.slurm.spec import task_comment, task_tag
+from airflow_provider_slurmapi.slurm.job_output import wrap_script
+from airflow_provider_slurmapi.slurm.spec import prepare_submission, task_comment, task_tag
 from tests.conftest import CLUSTER, connection_uri_env
 
 LONG = "#!/bin/bash\nsleep 60\n"
@@ -134,3 +135,33 @@ def test_a_retry_looks_in_the_history_filtered_by_name_not_in_the_live_queue(gcp
     found = hook.find_job_by_tag(tag, name="retry", since=int(time.time()) - 600)
     assert found is not None and found.job_id == ours
     assert kinds_of_calls(gcp_connection) == ["slurmdb"]
+
+
+def test_a_submission_prepared_by_the_operator_is_sent_as_prepared(
+    emulator: Any, credentials_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checked, tagged and wrapped once (as the operator does it to fail early); the hook sends exactly
+    that, and still settles a lost answer by its tag instead of sending it twice."""
+    connect(monkeypatch, emulator, credentials_file, request_timeout=1, submit_settle_seconds=3)
+    tag = task_tag("dag", "prepared", "run", key=KEY)
+    comment = task_comment(tag, "dag", "prepared", "run")
+    prepared = prepare_submission(
+        spec(emulator), "#!/bin/bash\necho prepared once\n", tag=tag, comment=comment, wrap=wrap_script
+    )
+    emulator.add_fault("late=2@submit")  # carried out at 2 s, never answered: found by its tag
+    hook = make_hook()
+    result = hook.submit_prepared(prepared)
+    jobs = tagged(emulator, tag)
+    assert [job["job_id"] for job in jobs] == [result.job_id], jobs
+    assert jobs[0]["comment"] == prepared.job["comment"]
+    emulator.wait_for_state(result.job_id, ["COMPLETED"], timeout=30)
+    job = hook.get_job(result.job_id)
+    assert job is not None and job.extra is not None and "prepared once" in job.extra  # the wrapper reported it
+
+
+def test_a_submission_prepared_without_a_tag_gets_a_one_off_tag(gcp_connection: Any) -> None:
+    """A caller's own prepare_submission without a tag: the job is still findable after a lost answer."""
+    result = make_hook().submit_prepared(prepare_submission(spec(gcp_connection), LONG))
+    (job,) = [job for job in gcp_connection.jobs() if job["job_id"] == result.job_id]
+    assert "slurmapi-submit=" in (job.get("comment") or ""), job
+    make_hook().cancel_job(result.job_id)

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_slurmapi.slurm.envelope import ClusterRef, check_endpoint
+from airflow_provider_slurmapi.slurm.cluster import check_endpoint
+from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
 from airflow_provider_slurmapi.slurm.errors import ConfigurationError
 from airflow_provider_slurmapi.slurm.versions import SlurmPaths
 from airflow_provider_slurmapi.triggers.slurm import SlurmJobTrigger
@@ -100,7 +101,7 @@ def test_project_ids_numbers_and_domain_scoped_ids_are_accepted(project_id: str)
 )
 def test_bad_project_ids_are_refused(project_id: Any) -> None:
     with pytest.raises(ConfigurationError, match=r"^project_id="):
-        ClusterRef(**{**GOOD, "project_id": project_id})
+        _ = ClusterRef(**{**GOOD, "project_id": project_id}).url  # None or "": the connection's, none here
 
 
 @pytest.mark.parametrize(
@@ -130,10 +131,10 @@ def _near(valid: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
 def test_any_accepted_input_keeps_the_google_host(region: str, project: str, cluster: str) -> None:
     """Whatever the three strings are: refused, or the URL goes to {region}-aiplatform.googleapis.com."""
     try:
-        ref = ClusterRef(project_id=project, region=region, cluster_id=cluster)
+        url = ClusterRef(project_id=project, region=region, cluster_id=cluster).url
     except ConfigurationError:
         return
-    parts = urlsplit(ref.url)
+    parts = urlsplit(url)
     assert parts.scheme == "https" and parts.port is None
     assert parts.hostname == f"{region}-aiplatform.googleapis.com"
     assert parts.path == (

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from airflow_provider_slurmapi.slurm.envelope import ClusterRef, check_endpoint, encode_request, parse_envelope
+from airflow_provider_slurmapi.slurm.cluster import check_endpoint
+from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
+from airflow_provider_slurmapi.slurm.envelope import encode_request, parse_envelope
 from airflow_provider_slurmapi.slurm.errors import (
     ClusterNotFoundError,
     ConfigurationError,

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from airflow_provider_slurmapi.slurm import results
-from airflow_provider_slurmapi.slurm.envelope import ClusterRef, SlurmResponse, parse_envelope
+from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
+from airflow_provider_slurmapi.slurm.envelope import SlurmResponse, parse_envelope
 from airflow_provider_slurmapi.slurm.errors import (
     MalformedRecordError,
     MalformedResponseError,

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook, _log_slurm_warnings
+from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
+from airflow_provider_slurmapi.slurm.client import log_slurm_warnings
 from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
 from airflow_provider_slurmapi.triggers import poller as poller_module
 from airflow_provider_slurmapi.triggers.poller import pollers_of_this_loop
@@ -212,6 +213,6 @@ def test_zero_jobs_to_dump_is_routine(caplog: pytest.LogCaptureFixture) -> None:
         200,
         {"jobs": [], "warnings": [{"description": "Zero jobs to dump", "source": "_dump_jobs"}]},
     )
-    _log_slurm_warnings(logging.getLogger("t"), response)
+    log_slurm_warnings(logging.getLogger("t"), response)
     (record,) = [r for r in caplog.records if "Zero jobs to dump" in r.getMessage()]
     assert record.levelno == logging.DEBUG

@@ -20,7 +20,8 @@ from airflow.sdk.module_loading import import_string
 from slurmapi_emulator import run_emulator
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
-from airflow_provider_slurmapi.triggers.poller import ClusterPoller, PollerKey, pollers_of_this_loop
+from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
+from airflow_provider_slurmapi.triggers.poller import ClusterPoller, pollers_of_this_loop
 from airflow_provider_slurmapi.triggers.slurm import SlurmJobTrigger
 from tests.conftest import CLUSTER, connection_uri_env, emulator_config
 
@@ -321,14 +322,14 @@ async def test_cancelling_one_trigger_leaves_the_others_running(
 
     # A task cancelled while a poll is in flight: the round is held open until the cancel is done.
     entered, release = asyncio.Event(), asyncio.Event()
-    real_get_job_states = poller.hook.get_job_states
+    real_get_live_states = poller.hook.get_live_states
 
     async def held_open(job_ids: Any, **kwargs: Any) -> Any:
         entered.set()
         await release.wait()
-        return await real_get_job_states(job_ids, **kwargs)
+        return await real_get_live_states(job_ids, **kwargs)
 
-    poller.hook.get_job_states = held_open  # type: ignore[method-assign]
+    poller.hook.get_live_states = held_open  # type: ignore[method-assign]
     await until(entered.is_set, "a poll in flight")
     victim = triggerer.tasks[f"t{jobs[1]}"]
     victim.cancel()
@@ -472,7 +473,7 @@ async def test_a_trigger_rebuilt_from_serialize_behaves_the_same(
     assert type(rebuilt) is SlurmJobTrigger
     assert rebuilt.serialize() == (classpath, kwargs)
     assert rebuilt.poller_key == original.poller_key
-    assert isinstance(rebuilt.poller_key, PollerKey)
+    assert isinstance(rebuilt.poller_key, ClusterRef)
 
     triggerer.start("original", original)
     triggerer.start("rebuilt", rebuilt)
@@ -500,14 +501,14 @@ async def test_a_trigger_leaving_during_a_round_leaves_no_state_behind(
     )
     await rounds(poller, 2)
     entered, release = asyncio.Event(), asyncio.Event()
-    real_get_job_states = poller.hook.get_job_states
+    real_get_live_states = poller.hook.get_live_states
 
     async def held_open(job_ids: Any, **kwargs: Any) -> Any:
         entered.set()
         await release.wait()
-        return await real_get_job_states(job_ids, **kwargs)
+        return await real_get_live_states(job_ids, **kwargs)
 
-    poller.hook.get_job_states = held_open  # type: ignore[method-assign]
+    poller.hook.get_live_states = held_open  # type: ignore[method-assign]
     await until(entered.is_set, "a poll in flight")
     triggerer.tasks["leaves"].cancel()
     await asyncio.gather(triggerer.tasks["leaves"], return_exceptions=True)

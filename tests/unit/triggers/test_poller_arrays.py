@@ -11,12 +11,11 @@ from typing import Any
 import pytest
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
-from airflow_provider_slurmapi.triggers.poller import ClusterPoller, PollerKey, Subscription
+from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
+from airflow_provider_slurmapi.triggers.poller import ClusterPoller, Subscription
 from tests.conftest import CLUSTER, connection_uri_env
 
-KEY = PollerKey(
-    "google_cloud_default", CLUSTER["project_id"], CLUSTER["region"], CLUSTER["cluster_id"], "v0.0.42", None, None
-)
+KEY = ClusterRef(CLUSTER["project_id"], CLUSTER["region"], CLUSTER["cluster_id"])
 
 
 @pytest.fixture
@@ -37,8 +36,8 @@ def test_two_arrays_and_a_job_on_one_poller(connected: Any) -> None:
     b = hook.submit_job({**spec, "name": "b", "array": "1-4%1"}, "#!/bin/bash\nsleep 0.5\n").job_id
     plain = hook.submit_job({**spec, "name": "plain"}, "#!/bin/bash\nsleep 1\n").job_id
 
-    async def scenario() -> tuple[dict[int, Any], list[int], dict[int, list[str]]]:
-        async_hook = SlurmApiAsyncHook(**KEY.hook_kwargs())
+    async def scenario() -> tuple[dict[int, Any], list[int], list[int], dict[int, list[str]]]:
+        async_hook = SlurmApiAsyncHook(cluster=KEY)
         poller = ClusterPoller(KEY, async_hook)
         subs = {}
         for job_id in (a, b, plain):
@@ -47,11 +46,19 @@ def test_two_arrays_and_a_job_on_one_poller(connected: Any) -> None:
             poller._subscriptions.setdefault(job_id, set()).add(subs[job_id])
             poller._known[job_id] = seen  # type: ignore[assignment]
         calls: list[int] = []
+        quiet: list[int] = []  # the calls of rounds in which no watched job changed
         lines: dict[int, list[str]] = {a: [], b: []}
+
+        def picture() -> list[str]:
+            return [poller._known[j].describe() for j in (a, b, plain)]
+
         for _ in range(120):
             connected.reset_calls()
+            before = picture()
             await poller.poll_once()
             calls.append(connected.calls()["total"])
+            if picture() == before and len(calls) > 1:  # the first round reads what it has not polled yet
+                quiet.append(calls[-1])
             for array_id in (a, b):
                 known = poller._known[array_id]
                 if not lines[array_id] or lines[array_id][-1] != known.describe():
@@ -61,9 +68,9 @@ def test_two_arrays_and_a_job_on_one_poller(connected: Any) -> None:
             await asyncio.sleep(0.25)
         final = dict(poller._known)
         await async_hook.close()
-        return final, calls, lines
+        return final, calls, quiet, lines
 
-    final, calls, lines = asyncio.run(scenario())
+    final, calls, quiet, lines = asyncio.run(scenario())
     assert final[plain].succeeded and final[plain].array is None
     assert sorted(final[a].array.tasks) == [0, 1, 2] and sorted(final[b].array.tasks) == [1, 2, 3, 4]
     assert [t.task_id for t in final[a].array.failed] == [1] and final[a].array.tasks[1].exit_code == 5
@@ -75,9 +82,10 @@ def test_two_arrays_and_a_job_on_one_poller(connected: Any) -> None:
     jobs = {j["job_id"]: j for j in connected.jobs()}
     assert all(jobs[t.job_id]["array_job_id"] == b for t in final[b].array.tasks.values())
     assert len(lines[b]) >= 3, lines  # the counts changed as the tasks ran, one by one
-    # Rounds with nothing to read cost one call (jobs/state); more only at a change of the plain job,
-    # at the first sight of a task two arrays could own, and at an array's end.
-    assert calls.count(1) >= len(calls) // 2, calls
+    # Rounds in which nothing changed cost one call (jobs/state); more only at a change of the plain
+    # job, at the first sight of a task two arrays could own, and at an array's end. (How many rounds
+    # see a change depends on the machine's speed, so only the quiet ones are counted.)
+    assert quiet and all(n == 1 for n in quiet), (quiet, calls)
 
 
 def test_a_task_watched_by_its_own_id_beside_its_array(connected: Any) -> None:
@@ -99,7 +107,7 @@ def test_a_task_watched_by_its_own_id_beside_its_array(connected: Any) -> None:
     assert task_job is not None and task_job != array_id
 
     async def scenario() -> dict[int, Any]:
-        async_hook = SlurmApiAsyncHook(**KEY.hook_kwargs())
+        async_hook = SlurmApiAsyncHook(cluster=KEY)
         poller = ClusterPoller(KEY, async_hook)
         for job_id in (array_id, task_job):
             seen = await async_hook.get_job(job_id)

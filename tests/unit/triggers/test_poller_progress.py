@@ -10,13 +10,12 @@ from typing import Any
 import pytest
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
+from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
 from airflow_provider_slurmapi.slurm.job_output import wrap_script
-from airflow_provider_slurmapi.triggers.poller import MAX_PROGRESS_READS, ClusterPoller, PollerKey, Subscription
+from airflow_provider_slurmapi.triggers.poller import MAX_PROGRESS_READS, ClusterPoller, Subscription
 from tests.conftest import CLUSTER, connection_uri_env
 
-KEY = PollerKey(
-    "google_cloud_default", CLUSTER["project_id"], CLUSTER["region"], CLUSTER["cluster_id"], "v0.0.42", None, None
-)
+KEY = ClusterRef(CLUSTER["project_id"], CLUSTER["region"], CLUSTER["cluster_id"])
 
 
 def _submit(emulator: Any, count: int, message: str) -> list[int]:
@@ -34,7 +33,7 @@ def _submit(emulator: Any, count: int, message: str) -> list[int]:
 
 
 async def _poller_with(ids: dict[int, bool]) -> ClusterPoller:
-    poller = ClusterPoller(KEY, SlurmApiAsyncHook(**KEY.hook_kwargs()))
+    poller = ClusterPoller(KEY, SlurmApiAsyncHook(cluster=KEY))
     for job_id, progress in ids.items():  # subscribed without starting the poller's own loop
         poller._subscriptions.setdefault(job_id, set()).add(Subscription(job_id, 3600, progress=progress))
     await poller.poll_once()  # first sight: every job's details once

@@ -1,0 +1,323 @@
+"""The Slurm Job API client without a transport: what the sync and the async hook share.
+
+As httpx splits ``BaseClient`` (configuration, building requests, reading responses) from ``Client``
+and ``AsyncClient`` (sending them), :class:`SlurmClientBase` owns the paths, the request envelope,
+reading the answers, mapping errors and the retry policy; a hook adds only a transport: its ``call``
+sends one envelope and waits, with ``requests`` or with aiohttp.
+
+A read of several calls (a job from the live queue, else from the history; the states of jobs, else
+the job list) is written once, as a *plan*: a generator that yields the :class:`SlurmRequest` it
+needs next and is sent its result (or thrown its error). Each hook drives plans with its own
+transport (:class:`PlanRun`), so the sync and the async hook cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import tenacity
+
+from airflow_provider_slurmapi.slurm.array import complete_array
+from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
+from airflow_provider_slurmapi.slurm.envelope import HttpMethod, SlurmResponse, encode_request, parse_envelope
+from airflow_provider_slurmapi.slurm.errors import (
+    ApiConnectionError,
+    InvalidArgumentError,
+    MalformedRecordError,
+    MalformedResponseError,
+    SignalOutcomeUnknownError,
+    SlurmApiError,
+    SlurmError,
+    UnauthenticatedError,
+)
+from airflow_provider_slurmapi.slurm.job import SlurmJob
+from airflow_provider_slurmapi.slurm.results import (
+    CancelOutcome,
+    read_array_task_states,
+    read_cancel,
+    read_history_job,
+    read_job_states,
+    read_jobs,
+    read_jobs_by_id,
+    read_live_job,
+    read_partition_names,
+)
+from airflow_provider_slurmapi.slurm.retry import DEFAULT_RETRY_SECONDS, is_transient, retry_kwargs
+from airflow_provider_slurmapi.slurm.states import JobStateInfo
+from airflow_provider_slurmapi.slurm.versions import SlurmPaths
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT_SECONDS = 60.0
+# Job ids per jobs/state call: ~16 bytes each, so a call is ~160 kB, far below the 1 MB request limit.
+MAX_IDS_PER_CALL = 10_000
+SUBMIT_TAG_PREFIX = "slurmapi-submit="
+# Warnings Slurm gives for an empty answer: routine for look-ups, not worth a user's attention.
+_ROUTINE_WARNINGS = ("found nothing", "No job changes since", "Zero jobs to dump")
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmRequest(Generic[T]):
+    """One Slurm call and how to read its answer.
+
+    ``retry``: ``None`` retries GET and DELETE on transient failures, never a POST. ``reread``: ask
+    again when Slurm garbled the record asked for (:class:`MalformedRecordError`).
+    """
+
+    method: HttpMethod
+    path: str
+    read: Callable[[SlurmResponse], T]
+    body: Mapping[str, Any] | None = None
+    retry: bool | None = None
+    reread: bool = False
+
+
+Plan = Generator[SlurmRequest[Any], Any, T]
+"""A read of one or more calls: yields requests, is sent their results or thrown their errors."""
+
+
+def one_call(request: SlurmRequest[T]) -> Plan[T]:
+    """The plan of a single call."""
+    result: T = yield request
+    return result
+
+
+class PlanRun(Generic[T]):
+    """Drives a plan: :attr:`request` is what it needs next (``None``: done, see :attr:`result`)."""
+
+    def __init__(self, plan: Plan[T]) -> None:
+        self._plan = plan
+        self.result: T | None = None
+        self.request: SlurmRequest[Any] | None = None
+        self._step(lambda: next(plan))
+
+    def feed(self, outcome: object) -> None:
+        """The result of :attr:`request`, or the :class:`SlurmApiError` it ended in."""
+        if isinstance(outcome, SlurmApiError):
+            self._step(lambda: self._plan.throw(outcome))
+        else:
+            self._step(lambda: self._plan.send(outcome))
+
+    def _step(self, advance: Callable[[], SlurmRequest[Any]]) -> None:
+        try:
+            self.request = advance()
+        except StopIteration as stop:
+            self.request, self.result = None, stop.value
+
+
+class SlurmClientBase:
+    """Everything a Slurm Job API client does but send: the hooks add their transport.
+
+    Settings a test or a caller may tune after construction: ``retry_seconds`` (how long transient
+    failures of one call are retried), ``retry_initial_wait`` (the first backoff), ``timeout``.
+    """
+
+    paths: SlurmPaths
+    timeout: float
+    retry_seconds: float
+    retry_initial_wait: float
+    state_endpoint: bool
+
+    def _init_client(self, cluster: ClusterRef, *, timeout: float | None, retry_seconds: float | None) -> None:
+        self.paths = SlurmPaths(cluster.api_version)
+        self.timeout = float(timeout or DEFAULT_TIMEOUT_SECONDS)
+        self.retry_seconds = float(retry_seconds if retry_seconds is not None else DEFAULT_RETRY_SECONDS)
+        self.retry_initial_wait = 1.0
+        # Whether jobs/state answers here: learnt once per client (see _live_states_plan).
+        self.state_endpoint = True
+
+    @property
+    def _logger(self) -> Any:
+        """The hook's logger (Airflow's), else this module's."""
+        return getattr(self, "log", None) or logging.getLogger(__name__)
+
+    # -- the retry policy ---------------------------------------------------------------------------
+    def _retry_kwargs(self) -> dict[str, Any]:
+        """Transient failures of a call (never a POST's): bounded exponential backoff with jitter."""
+        return retry_kwargs(self.retry_seconds, initial=self.retry_initial_wait, logger=self._logger)
+
+    def _reread_kwargs(self, request: SlurmRequest[Any]) -> dict[str, Any]:
+        """Asking again for a record Slurm garbled, when the request allows it; else one attempt."""
+        if not request.reread:
+            return {"stop": tenacity.stop_after_attempt(1), "reraise": True}
+        return {**self._retry_kwargs(), "retry": tenacity.retry_if_exception_type(MalformedRecordError)}
+
+    @staticmethod
+    def _retries(method: HttpMethod, retry: bool | None) -> bool:
+        """GET and DELETE are retried on transient failures; a POST (it may create something) is not."""
+        return method != "POST" if retry is None else retry
+
+    # -- requests and answers -----------------------------------------------------------------------
+    @staticmethod
+    def _encode(method: HttpMethod, path: str, body: Mapping[str, Any] | None) -> bytes:
+        return encode_request(method, path, body)
+
+    @staticmethod
+    def _read_answer(
+        status: int, content: bytes, *, method: HttpMethod, path: str, cluster: ClusterRef
+    ) -> SlurmResponse:
+        """Slurm's answer out of the envelope; a 2xx without JSON is a garbled answer."""
+        response = parse_envelope(status, content, method=method, path=path, cluster=cluster)
+        if response.status < 400 and response.body is None:
+            shown = (response.text or "")[:120]
+            raise MalformedResponseError(
+                f"Slurm answered {method} {path} with HTTP {response.status} but no JSON body ({shown!r})."
+            )
+        return response
+
+    def _answered(self, response: SlurmResponse) -> SlurmResponse:
+        log_slurm_warnings(self._logger, response)
+        return response
+
+    def _no_answer(self, cluster: ClusterRef, exc: BaseException) -> ApiConnectionError:
+        return ApiConnectionError(
+            f"No answer from {cluster.endpoint} within {self.timeout:.0f}s ({type(exc).__name__})."
+        )
+
+    @staticmethod
+    def _no_token(gcp_conn_id: str, exc: BaseException) -> UnauthenticatedError:
+        """A token could not be had: the error names the connection, never the credential."""
+        return UnauthenticatedError(
+            f"Could not get a Google token for connection {gcp_conn_id!r}: {type(exc).__name__}. "
+            "Check the connection's key or impersonation_chain.",
+            http_status=401,
+        )
+
+    # -- plans: what each read asks, once for both hooks ----------------------------------------------
+    def _live_job_plan(self, job_id: int) -> Plan[SlurmJob | None]:
+        return one_call(SlurmRequest("GET", self.paths.job(job_id), read_live_job, reread=True))
+
+    def _history_job_plan(self, job_id: int) -> Plan[SlurmJob | None]:
+        return one_call(SlurmRequest("GET", self.paths.history_job(job_id), read_history_job, reread=True))
+
+    def _job_plan(self, job_id: int) -> Plan[SlurmJob | None]:
+        """The job from the live queue, or from the history once it has left it; ``None`` if neither knows it.
+
+        An array whose tasks in the live queue are all over is completed from the history (its
+        earlier tasks may have left the queue): one more call, once, at its end.
+        """
+        job = yield from self._live_job_plan(job_id)
+        if job is not None and job.array is not None and job.is_finished:
+            return complete_array(job, (yield from self._history_job_plan(job_id)))
+        if job is None:
+            job = yield from self._history_job_plan(job_id)
+        return job
+
+    def _live_jobs_plan(self, job_ids: Sequence[int]) -> Plan[dict[int, SlurmJob]]:
+        ids = list(job_ids)
+        return one_call(SlurmRequest("GET", self.paths.jobs(), lambda response: read_jobs_by_id(response, ids)))
+
+    def _list_jobs_plan(self, *, history: bool, filters: Mapping[str, Any]) -> Plan[list[SlurmJob]]:
+        path = self.paths.history_jobs(**filters) if history else self.paths.jobs()
+        return one_call(SlurmRequest("GET", path, lambda response: read_jobs(response, history=history)))
+
+    def _partitions_plan(self, *, retry: bool | None = None) -> Plan[list[str]]:
+        return one_call(SlurmRequest("GET", self.paths.partitions(), read_partition_names, retry=retry))
+
+    def _live_states_plan(
+        self, job_ids: Sequence[int], tasks: list[tuple[int, int, JobStateInfo]] | None = None
+    ) -> Plan[dict[int, JobStateInfo | SlurmJob]]:
+        """States of the given jobs still in the live queue: ``jobs/state`` (chunked), else the ``jobs/`` list.
+
+        The one place that falls back: a cluster without ``jobs/state`` (404, Slurm < 23.11.7) or an
+        envelope that refuses query strings is answered from ``jobs/`` (full records, hence
+        ``SlurmJob`` values), and this client remembers it. ``tasks`` receives the answer's array task
+        entries ``(job id, task id, state)``: an array's id is answered with one entry per task.
+        """
+        ids = list(job_ids)
+        if self.state_endpoint:
+            states: dict[int, JobStateInfo | SlurmJob] = {}
+            first_entry = len(tasks) if tasks is not None else 0
+            try:
+                for start in range(0, len(ids), MAX_IDS_PER_CALL):
+                    path = self.paths.jobs_state(ids[start : start + MAX_IDS_PER_CALL])
+                    response: SlurmResponse = yield SlurmRequest("GET", path, _as_is)
+                    if tasks is not None:
+                        tasks.extend(read_array_task_states(response))
+                    states.update(read_job_states(response))
+                return states
+            except SlurmApiError as exc:
+                why = state_endpoint_refused(exc)
+                if why is None:
+                    raise
+                self._logger.warning("%s; listing jobs/ instead.", why)
+                self.state_endpoint = False
+                if tasks is not None:
+                    del tasks[first_entry:]
+        return dict((yield from self._live_jobs_plan(ids)))
+
+    def _cancel_plan(self, job_id: int, signal: str | None = None) -> Plan[CancelOutcome]:
+        """Cancel a job. Cancelling a finished or unknown job is not an error; the outcome says which.
+
+        A plain cancel is retried on transient failures (cancelling twice is harmless); a ``signal``
+        never is: Slurm delivers it on every call that reaches it, and a lost answer does not say
+        whether it did (:class:`SignalOutcomeUnknownError`).
+        """
+        path = self.paths.cancel(job_id, signal)
+        try:
+            outcome: CancelOutcome = yield SlurmRequest("DELETE", path, read_cancel, retry=signal is None)
+        except SlurmApiError as exc:
+            if signal is not None and is_transient(exc):
+                raise signal_not_resent(job_id, signal, exc) from exc
+            raise
+        self._logger.info("Cancel of Slurm job %s: %s", job_id, outcome.value)
+        return outcome
+
+
+def log_slurm_warnings(logger: Any, response: SlurmResponse) -> None:
+    """Slurm's ``warnings[]`` in the task log; the routine "nothing found" ones only at debug level."""
+    for warning in response.warning_messages():
+        routine = any(text in warning for text in _ROUTINE_WARNINGS)
+        (logger.debug if routine else logger.warning)(
+            "Slurm warning (%s %s): %s", response.method, response.path, warning
+        )
+
+
+def _as_is(response: SlurmResponse) -> SlurmResponse:
+    return response
+
+
+def state_endpoint_refused(exc: SlurmApiError) -> str | None:
+    """Why ``jobs/state`` cannot answer on this cluster, or ``None`` if ``exc`` says something else."""
+    if isinstance(exc, InvalidArgumentError):
+        return f"The envelope refused jobs/state with a query string ({exc})"
+    if isinstance(exc, SlurmError) and exc.http_status == 404:
+        return "This cluster has no jobs/state endpoint (Slurm < 23.11.7)"
+    return None
+
+
+def signal_not_resent(job_id: int, signal: str, exc: SlurmApiError) -> SignalOutcomeUnknownError:
+    return SignalOutcomeUnknownError(
+        f"Sending {signal} to Slurm job {job_id} got no clear answer ({exc}). It was not resent, so the job got "
+        "the signal once or not at all: check the job (e.g. its output) before sending it again."
+    )
+
+
+def one_off_tag() -> str:
+    """The tag of a submit that names no task instance: found again after a lost answer all the same."""
+    return f"{SUBMIT_TAG_PREFIX}{uuid.uuid4().hex[:24]}"
+
+
+def as_states(live: Mapping[int, JobStateInfo | SlurmJob]) -> dict[int, JobStateInfo]:
+    """States only, whether ``jobs/state`` or the ``jobs/`` list answered."""
+    return {job_id: value.state_info if isinstance(value, SlurmJob) else value for job_id, value in live.items()}
+
+
+__all__ = [
+    "DEFAULT_TIMEOUT_SECONDS",
+    "MAX_IDS_PER_CALL",
+    "Plan",
+    "PlanRun",
+    "SlurmClientBase",
+    "SlurmRequest",
+    "as_states",
+    "log_slurm_warnings",
+    "one_call",
+    "one_off_tag",
+    "signal_not_resent",
+    "state_endpoint_refused",
+]

@@ -1,0 +1,86 @@
+"""The client core (``slurm/client.py``) without a hook: its reads of several calls, driven by a transport
+that answers each path with a real Slurm 24.11 answer (or the error the envelope gave).
+
+Both hooks and the poller go through these reads; what is checked here holds for all of them.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, TypeVar
+
+import pytest
+
+from airflow_provider_slurmapi.slurm.client import PlanRun, SlurmClientBase, SlurmRequest
+from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
+from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
+from airflow_provider_slurmapi.slurm.errors import InvalidArgumentError, SlurmApiError, TransientApiError
+from airflow_provider_slurmapi.slurm.job import SlurmJob
+from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo
+from tests.fixtures import fixture_body
+
+T = TypeVar("T")
+JOB = 4242
+# What slurmrestd answers for a path it does not serve (recorded from Slurm 24.11).
+NOT_SERVED = "Unable find requested URL"
+
+
+class AnsweringClient(SlurmClientBase):
+    """The core with a transport that answers from a table: path prefix -> answer or envelope error."""
+
+    def __init__(self, answers: dict[str, SlurmResponse | SlurmApiError]) -> None:
+        self._init_client(ClusterRef("demo-project", "us-central1", "demo-cluster"), timeout=None, retry_seconds=0)
+        self.answers = answers
+        self.sent: list[str] = []
+
+    def run(self, plan: Any) -> Any:
+        run: PlanRun[Any] = PlanRun(plan)
+        while run.request is not None:
+            run.feed(self._outcome(run.request))
+        return run.result
+
+    def _outcome(self, request: SlurmRequest[Any]) -> Any:
+        self.sent.append(request.path)
+        answer = next(a for prefix, a in self.answers.items() if request.path.startswith(prefix))
+        if isinstance(answer, SlurmApiError):
+            return answer
+        try:
+            return request.read(answer)
+        except SlurmApiError as exc:
+            return exc
+
+
+def jobs_answer() -> SlurmResponse:
+    record = copy.deepcopy(fixture_body("09_job_A_running")["jobs"][0])
+    record["job_id"] = JOB
+    return SlurmResponse("GET", "/slurm/v0.0.42/jobs/", 200, {"jobs": [record], "errors": [], "warnings": []})
+
+
+STATE_PATH = "/slurm/v0.0.42/jobs/state/"
+JOBS_PATH = "/slurm/v0.0.42/jobs/"
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        SlurmResponse("GET", STATE_PATH, 404, None, text=NOT_SERVED),  # Slurm < 23.11.7: no jobs/state
+        InvalidArgumentError("The envelope refused the path's query string.", http_status=400),
+    ],
+    ids=["no jobs/state (404)", "query string refused"],
+)
+def test_the_job_list_answers_where_jobs_state_cannot_and_the_client_remembers(refusal: Any) -> None:
+    client = AnsweringClient({STATE_PATH: refusal, JOBS_PATH: jobs_answer()})
+    tasks: list[tuple[int, int, JobStateInfo]] = []
+    live = client.run(client._live_states_plan([JOB, 7], tasks))
+    assert list(live) == [JOB] and isinstance(live[JOB], SlurmJob) and live[JOB].state is JobState.RUNNING
+    assert [p.split("?")[0] for p in client.sent] == [STATE_PATH, JOBS_PATH]
+    client.sent.clear()
+    client.run(client._live_states_plan([JOB], tasks))
+    assert client.sent == [JOBS_PATH]  # asked once per client, then remembered
+
+
+def test_any_other_failure_of_jobs_state_is_raised_and_not_taken_for_a_missing_endpoint() -> None:
+    client = AnsweringClient({STATE_PATH: TransientApiError("UNAVAILABLE", http_status=503), JOBS_PATH: jobs_answer()})
+    with pytest.raises(TransientApiError):
+        client.run(client._live_states_plan([JOB]))
+    assert client.state_endpoint and all(p.startswith(STATE_PATH) for p in client.sent)
