@@ -10,24 +10,12 @@ import os
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
 from airflow_provider_slurmapi.operators.slurm import SlurmSubmitJobOperator
+from tests.dag_runs.dag_env import DAG, read_dag_env
 
-if AIRFLOW_V_3_0_PLUS:
-    from airflow.sdk import DAG
-else:  # pragma: no cover
-    from airflow import DAG
-
-CLUSTER = {
-    "project_id": os.environ.get("SLURMAPI_PROJECT") or None,
-    "region": os.environ.get("SLURMAPI_REGION", "us-central1"),
-    "cluster_id": os.environ.get("SLURMAPI_CLUSTER_ID", "demo-cluster"),
-    "api_version": os.environ.get("SLURMAPI_API_VERSION", "v0.0.42"),
-}
-PARTITION = os.environ.get("SLURMAPI_PARTITION", "debug")
-WORKDIR = os.environ.get("SLURMAPI_WORKDIR", "/tmp")
-DEFERRABLE = os.environ.get("SLURMAPI_DEFERRABLE", "true").lower() != "false"
-POLL = float(os.environ.get("SLURMAPI_POLL_INTERVAL", "1"))
+ENV = read_dag_env()
+CLUSTER, PARTITION, WORKDIR = ENV.cluster, ENV.partition, ENV.workdir
+DEFERRABLE, POLL = ENV.deferrable, ENV.poll
 GRACE = float(os.environ.get("SLURMAPI_MISSING_GRACE", "60"))
 # Only passed when set, so the DAGs also parse with providers that predate the argument.
 OUTAGE = {"outage_tolerance_seconds": float(v)} if (v := os.environ.get("SLURMAPI_OUTAGE_TOLERANCE")) else {}
