@@ -16,6 +16,13 @@ COV    ?= --cov=airflow_provider_slurmapi --cov-report=term --cov-fail-under=$(C
 VENV2  ?= .venv-airflow2
 PY2    := $(VENV2)/bin/python
 
+# Cloud Composer's oldest Airflow in support, 2.10.5, under the whole pin set of its image (every pin a
+# constraint, requirements/composer/): the operator, sensor, trigger and DAG-run suites and the
+# deployment scenarios run on what a Composer 2.10.5 environment holds.
+VENV2105 ?= .venv-airflow2105
+PY2105   := $(VENV2105)/bin/python
+COMPOSER_2105 := requirements/composer/composer-2.15.3-airflow-2.10.5.txt
+
 # The newest Airflow 3 before 3.3 (triggers are not given on_kill): the safe_to_cancel path.
 VENV3X ?= .venv-airflow3x
 PY3X   := $(VENV3X)/bin/python
@@ -27,70 +34,112 @@ AIRFLOW_3X_PINS ?= "cadwyn==7.0.0" "fastapi==0.136.3" "pydantic==2.14.4"
 # The lock files pin every package of the test venvs (resolved for CI: Linux x86_64, Python 3.11), so
 # two installs on two days get the same versions; the install targets use them as constraints.
 # `make lock` rewrites them after a change of pyproject.toml or of the Airflow pins above, keeping every
-# other pin it can; `make lock LOCK_FLAGS=--upgrade` moves everything to the newest versions.
+# other pin it can; `make lock LOCK_FLAGS=--upgrade` moves everything to the newest versions. The
+# 2.10.5 lock is resolved under the Composer pins: it moves none of them.
 LOCK     := requirements/test-lock.txt
 LOCK2    := requirements/test-lock-airflow2.txt
+LOCK2105 := requirements/test-lock-airflow2105.txt
 LOCK3X   := requirements/test-lock-airflow3x.txt
 AIRFLOW_2 ?= "apache-airflow==2.11.*" apache-airflow-providers-google
+# The test tools are PEP 735 dependency groups of pyproject.toml (never published): `test` in every
+# venv, `dev` (linters, build, twine) in the main one only.
 COMPILE  := uv pip compile --quiet --python-version 3.11 --python-platform x86_64-unknown-linux-gnu \
-	--custom-compile-command "make lock" --no-emit-package slurmapi-emulator --extra test $(LOCK_FLAGS) pyproject.toml
+	--custom-compile-command "make lock" --no-emit-package slurmapi-emulator --group test $(LOCK_FLAGS) pyproject.toml
+UV_VENV   = @command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv; \
+	test -x $(1)/bin/python || uv venv --quiet --python 3.11 $(1) 2>/dev/null || uv venv --quiet $(1)
 
-.PHONY: demo test test-fast test-slurm test-airflow2 test-deployment test-deployment-airflow2 test-deployment-airflow3x deployment-deps lint bench slurm-lab-up slurm-lab-down clean install lock
+.PHONY: demo test test-fast test-slurm test-airflow2 test-airflow2105 test-deployment test-deployment-airflow2 \
+	test-deployment-airflow2105 test-deployment-airflow3x deployment-deps lint bench slurm-lab-up slurm-lab-down \
+	clean install lock dist pins
 
 $(VENV)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK)
-	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
-	@test -x $(PY) || uv venv --quiet --python 3.11 $(VENV) 2>/dev/null || uv venv --quiet $(VENV)
-	uv pip install --quiet -p $(PY) -c $(LOCK) -e ".[test]"
+	$(call UV_VENV,$(VENV))
+	uv pip install --quiet -p $(PY) -c $(LOCK) -e . --group test --group dev
 	@touch $@
 
 install: $(VENV)/.installed
 
-## Rewrite the lock files of the three test venvs (see LOCK above); commit them with the change.
+## Rewrite the lock files of the four test venvs (see LOCK above); commit them with the change.
 lock:
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
-	$(COMPILE) -o $(LOCK)
+	$(COMPILE) --group dev -o $(LOCK)
 	printf '%s\n' $(AIRFLOW_2) | $(COMPILE) - -o $(LOCK2)
+	$(COMPILE) -c $(COMPOSER_2105) -o $(LOCK2105)
 	printf '%s\n' "apache-airflow==$(AIRFLOW_3X)" apache-airflow-providers-google $(AIRFLOW_3X_PINS) | $(COMPILE) - -o $(LOCK3X)
 
 # Airflow 2.11 beside the main (3.x) venv, for the compatibility run.
 $(VENV2)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK2)
-	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
-	@test -x $(PY2) || uv venv --quiet --python 3.11 $(VENV2) 2>/dev/null || uv venv --quiet $(VENV2)
-	uv pip install --quiet -p $(PY2) -c $(LOCK2) $(AIRFLOW_2) -e ".[test]"
+	$(call UV_VENV,$(VENV2))
+	uv pip install --quiet -p $(PY2) -c $(LOCK2) $(AIRFLOW_2) -e . --group test
+	@touch $@
+
+$(VENV2105)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK2105) $(COMPOSER_2105)
+	$(call UV_VENV,$(VENV2105))
+	uv pip install --quiet -p $(PY2105) -c $(COMPOSER_2105) -c $(LOCK2105) -e . --group test
 	@touch $@
 
 $(VENV3X)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK3X)
-	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
-	@test -x $(PY3X) || uv venv --quiet --python 3.11 $(VENV3X) 2>/dev/null || uv venv --quiet $(VENV3X)
-	uv pip install --quiet -p $(PY3X) -c $(LOCK3X) "apache-airflow==$(AIRFLOW_3X)" apache-airflow-providers-google $(AIRFLOW_3X_PINS) -e ".[test]"
+	$(call UV_VENV,$(VENV3X))
+	uv pip install --quiet -p $(PY3X) -c $(LOCK3X) "apache-airflow==$(AIRFLOW_3X)" apache-airflow-providers-google $(AIRFLOW_3X_PINS) -e . --group test
 	@touch $@
 
 ## Run example_dags/example_slurm_submit.py end to end against the local emulator.
 demo: install
 	$(PY) scripts/demo.py
 
-## The whole suite: lint, unit, emulator, Airflow DAG runs, real Slurm (brings the lab up), then a real
-## Airflow deployment on 3.3, on the newest 3.x before 3.3 and on 2.11, and the DAG tests on 2.11.
-## The 2.11 DAG tests (CPU, the emulator) run beside the 3.x deployment (mostly waiting on Slurm
-## jobs): CI stays within its time. Deployments never run beside each other: the lab has 2 CPUs.
-test: install lint slurm-lab-up
-	$(PY) -m pytest -q -p no:cacheprovider $(XDIST) $(COV) -m "not slurm and not deployment"
-	@eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider -m "slurm and not deployment"
-	$(MAKE) test-deployment
-	$(MAKE) -j2 --output-sync=target test-deployment-airflow3x test-airflow2
-	$(MAKE) test-deployment-airflow2
+# The suites that import Airflow, run again on each older Airflow (the Airflow-free core, the emulator
+# and the packaging tests prove the same on every version: the main run has them). Airflow 2 has no
+# supervisor process for a test to kill (test_kill_and_restart.py) and imports a heavier set at startup
+# (test_import_cost.py measures 3.x's).
+AIRFLOW_SUITES ?= tests/unit/hooks tests/unit/operators tests/unit/sensors tests/unit/triggers tests/dag_runs
+AIRFLOW_SUITES_2 ?= $(AIRFLOW_SUITES) --ignore=tests/dag_runs/faults/test_kill_and_restart.py
+
+# The deployment scenarios whose behaviour depends on the Airflow version, run again on each older one
+# (tests/README.md says why each): the provider list, the trigger's lines in the task log, a kill while
+# deferred (before 3.3: the CancelledError and safe_to_cancel path), a triggerer restart (that path must
+# not cancel), a clear while deferred. On Airflow 2 also a killed task process (its task runner and
+# zombie detection, not 3.x's supervisor). The rest is the provider's own behaviour on Airflow's
+# interfaces, the same on every version: the 3.3 run has it.
+DEPLOYMENT_BY_VERSION ?= providers_list or trigger_lines_in_the_log or mark_failed_while_deferred \
+	or triggerer_sigterm_and_restart or clearing_a_deferred_task
+DEPLOYMENT_BY_VERSION_2 ?= $(DEPLOYMENT_BY_VERSION) or task_process_and_supervisor_sigkill
+
+# Each stage of `make test` prints its wall time ("CI time: NAME Ns"), so a slow part shows in the log.
+TIMED = @start=$$(date +%s); status=0; $(2) || status=$$?; \
+	echo "CI time: $(1) $$(( $$(date +%s) - start ))s"; exit $$status
+
+## The whole suite, in stages (each timed): lint; unit, emulator and Airflow DAG runs with coverage; real
+## Slurm (brings the lab up); a real Airflow deployment on 3.3; then the older Airflow versions, each
+## pairing a deployment (mostly waiting on Slurm jobs) with CPU work on the emulator; last the package
+## (sdist, wheel, twine, the Composer pin sets) beside the 2.10.5 deployment. Deployments never run beside
+## each other: the lab has 2 CPUs.
+test: install slurm-lab-up
+	$(call TIMED,lint,$(MAKE) --no-print-directory lint)
+	$(call TIMED,unit-emulator-dag-runs,$(PY) -m pytest -q -p no:cacheprovider $(XDIST) $(COV) -m "not slurm and not deployment")
+	$(call TIMED,slurm,eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider -m "slurm and not deployment")
+	$(call TIMED,deployment-3.3,$(MAKE) --no-print-directory test-deployment)
+	$(call TIMED,deployment-3.2+airflow-2.11,$(MAKE) --no-print-directory -j2 --output-sync=target test-deployment-airflow3x test-airflow2)
+	$(call TIMED,deployment-2.11+airflow-2.10.5,$(MAKE) --no-print-directory -j2 --output-sync=target test-deployment-airflow2 test-airflow2105)
+	$(call TIMED,deployment-2.10.5+package,$(MAKE) --no-print-directory -j2 --output-sync=target test-deployment-airflow2105 pins)
 
 ## A real deployment (PostgreSQL; api-server, scheduler, dag-processor, triggerer as processes) on the
 ## real Slurm lab, driven through the REST API; prints the FIGURE lines it measures.
 test-deployment: install deployment-deps slurm-lab-up
 	@eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider -m deployment tests/deployment
 
-## The same deployment suite on Airflow 2.11 and on the newest 3.x before 3.3 (own venvs).
-test-deployment-airflow2: $(VENV2)/.installed deployment-deps slurm-lab-up
-	@eval "$$(scripts/slurm-lab env)" && $(PY2) -m pytest -q -p no:cacheprovider -m deployment tests/deployment
-
+## The version-dependent deployment scenarios (DEPLOYMENT_BY_VERSION) on the newest 3.x before 3.3, on
+## 2.11 and on 2.10.5 under Composer's pins (own venvs). `DEPLOYMENT_BY_VERSION=` runs them all.
 test-deployment-airflow3x: $(VENV3X)/.installed deployment-deps slurm-lab-up
-	@eval "$$(scripts/slurm-lab env)" && $(PY3X) -m pytest -q -p no:cacheprovider -m deployment tests/deployment
+	@eval "$$(scripts/slurm-lab env)" && $(PY3X) -m pytest -q -p no:cacheprovider -m deployment tests/deployment \
+		$(if $(DEPLOYMENT_BY_VERSION),-k "$(DEPLOYMENT_BY_VERSION)")
+
+test-deployment-airflow2: $(VENV2)/.installed deployment-deps slurm-lab-up
+	@eval "$$(scripts/slurm-lab env)" && $(PY2) -m pytest -q -p no:cacheprovider -m deployment tests/deployment \
+		$(if $(DEPLOYMENT_BY_VERSION),-k "$(DEPLOYMENT_BY_VERSION_2)")
+
+test-deployment-airflow2105: $(VENV2105)/.installed deployment-deps slurm-lab-up
+	@eval "$$(scripts/slurm-lab env)" && $(PY2105) -m pytest -q -p no:cacheprovider -m deployment tests/deployment \
+		$(if $(DEPLOYMENT_BY_VERSION),-k "$(DEPLOYMENT_BY_VERSION_2)")
 
 ## PostgreSQL from Debian's packages, for the deployment suite (as root; the system service is not started).
 deployment-deps:
@@ -100,10 +149,24 @@ deployment-deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
 		status=$$?; rm -f /usr/sbin/policy-rc.d; exit $$status; }
 
-## The hook, DAG and fault tests again on Airflow 2.11 (the 3.x-only trigger-runner tests excluded).
+## The suites that import Airflow (AIRFLOW_SUITES) again on Airflow 2.11.
 test-airflow2: $(VENV2)/.installed
-	$(PY2) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not slurm" tests/unit tests/emulator tests/dag_runs \
-		--ignore=tests/unit/triggers --ignore=tests/unit/test_import_cost.py --ignore=tests/dag_runs/faults/test_kill_and_restart.py
+	$(PY2) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not slurm and not deployment" $(AIRFLOW_SUITES_2)
+
+## The same on Airflow 2.10.5 under the pins of Composer's composer-2.15.3-airflow-2.10.5 image.
+test-airflow2105: $(VENV2105)/.installed
+	$(PY2105) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not slurm and not deployment" $(AIRFLOW_SUITES_2)
+
+## The sdist and the wheel as PyPI takes them (dist/), checked by twine (strict: a warning fails).
+dist: install
+	rm -rf dist
+	$(PY) -m build --installer uv --outdir dist .
+	$(VENV)/bin/twine check --strict dist/*
+
+## The wheel resolved on top of each Cloud Composer pin set (requirements/composer/): fails if a pin
+## would move; prints what the resolver added beside the provider.
+pins: dist
+	$(PY) scripts/composer_pins.py dist/*.whl $(wildcard requirements/composer/*.txt)
 
 ## Everything but real Slurm.
 test-fast: install

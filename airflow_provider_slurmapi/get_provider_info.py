@@ -17,7 +17,7 @@ def get_provider_info() -> dict[str, Any]:
         "integrations": [
             {
                 "integration-name": "Slurm Job API",
-                "external-doc-url": "https://cloud.google.com/vertex-ai/docs/training/training-clusters",
+                "external-doc-url": "https://docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/training/training-clusters/manage-clusters-slurm",
                 "tags": ["gcp"],
             }
         ],

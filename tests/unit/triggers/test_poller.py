@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.module_loading import import_string
 from slurmapi_emulator import run_emulator
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
@@ -24,6 +23,7 @@ from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
 from airflow_provider_slurmapi.triggers.poller import ClusterPoller, pollers_of_this_loop
 from airflow_provider_slurmapi.triggers.slurm import SlurmJobTrigger
 from tests.conftest import CLUSTER, connection_uri_env, emulator_config
+from tests.unit.triggers.rebuild import import_string
 
 POLL = 0.2
 WAIT = 90.0  # only turns a hang into a failure

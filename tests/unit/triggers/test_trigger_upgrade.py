@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.module_loading import import_string
 
 from airflow_provider_slurmapi.triggers.slurm import SlurmJobTrigger
+from tests.unit.triggers.rebuild import import_string
 from tests.unit.triggers.test_poller import (
     Triggerer,
     assert_failed,
