@@ -18,6 +18,8 @@ def _version_tuple(text: str) -> tuple[int, int]:
 
 
 AIRFLOW_V_3_0_PLUS = _version_tuple(_AIRFLOW_VERSION) >= (3, 0)
+# From 3.2 the Task SDK holds ``conf`` and the task exceptions (see the Airflow 3.1 block below).
+AIRFLOW_V_3_2_PLUS = _version_tuple(_AIRFLOW_VERSION) >= (3, 2)
 # From 3.3 the triggerer calls ``trigger.on_kill()`` when a user marks or clears a deferred task.
 AIRFLOW_V_3_3_PLUS = _version_tuple(_AIRFLOW_VERSION) >= (3, 3)
 # How Airflow resumes a deferred task whose trigger timed out (``execution_timeout`` or a sensor's
@@ -27,8 +29,19 @@ TRIGGER_FAIL_METHOD = "__fail__"
 TRIGGER_TIMEOUT_ERROR = "Trigger timeout" if AIRFLOW_V_3_0_PLUS else "Trigger/execution timeout"
 
 if AIRFLOW_V_3_0_PLUS:
-    from airflow.sdk import BaseOperator, BaseSensorOperator, Context, conf
-    from airflow.sdk.exceptions import AirflowFailException, AirflowTaskTimeout
+    from airflow.sdk import BaseOperator, BaseSensorOperator, Context
+
+    # --- Airflow 3.1 (Cloud Composer 3's composer-3-airflow-3.1.8 image) ------------------------------
+    # 3.1's airflow.sdk has no ``conf`` and its airflow.sdk.exceptions no AirflowFailException or
+    # AirflowTaskTimeout (both came in 3.2): importing them there failed the whole provider. 3.1's task
+    # runner raises and catches airflow.exceptions' classes, and its configuration is airflow.configuration's.
+    if AIRFLOW_V_3_2_PLUS:
+        from airflow.sdk import conf
+        from airflow.sdk.exceptions import AirflowFailException, AirflowTaskTimeout
+    else:  # pragma: no cover - Airflow 3.0 and 3.1
+        from airflow.configuration import conf  # type: ignore[no-redef,attr-defined,assignment]
+        from airflow.exceptions import AirflowFailException, AirflowTaskTimeout  # type: ignore[no-redef,attr-defined,assignment]
+    # --- end of the Airflow 3.1 block ---------------------------------------------------------------
 else:  # pragma: no cover - Airflow 2.11
     from airflow.configuration import conf  # type: ignore[no-redef,attr-defined,assignment]
     from airflow.exceptions import AirflowFailException, AirflowTaskTimeout  # type: ignore[no-redef,attr-defined,assignment]
@@ -53,6 +66,7 @@ def redact_text(text: str) -> str:
 
 __all__ = [
     "AIRFLOW_V_3_0_PLUS",
+    "AIRFLOW_V_3_2_PLUS",
     "AIRFLOW_V_3_3_PLUS",
     "TRIGGER_FAIL_METHOD",
     "TRIGGER_TIMEOUT_ERROR",
