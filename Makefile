@@ -128,16 +128,18 @@ TIMED = @start=$$(date +%s); status=0; $(2) || status=$$?; \
 ## The whole suite, in stages (each timed): lint; unit, emulator and Airflow DAG runs with coverage; real
 ## Slurm (brings the lab up); a real Airflow deployment on 3.3; then the older Airflow versions, each
 ## pairing a deployment (mostly waiting on Slurm jobs) with CPU work on the emulator; last the package
-## (sdist, wheel, twine, the Composer pin sets) beside the 2.10.5 deployment. Deployments never run beside
-## each other: the lab has 2 CPUs.
+## (sdist, wheel, twine, the Composer pin sets), then the 3.1 suites, beside the 2.10.5 deployment.
+## Deployments never run beside each other (the lab has 2 CPUs), and the 3.3 one, whose hundred-task
+## kill is the most sensitive to a loaded machine, runs alone.
 test: install slurm-lab-up
 	$(call TIMED,lint,$(MAKE) --no-print-directory lint)
 	$(call TIMED,unit-emulator-dag-runs,$(PY) -m pytest -q -p no:cacheprovider $(XDIST) $(COV) -m "not slurm and not deployment")
 	$(call TIMED,slurm,eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider -m "slurm and not deployment")
-	$(call TIMED,deployment-3.3+airflow-3.1,$(MAKE) --no-print-directory -j2 --output-sync=target test-deployment test-airflow31)
+	$(call TIMED,deployment-3.3,$(MAKE) --no-print-directory test-deployment)
 	$(call TIMED,deployment-3.2+airflow-2.11,$(MAKE) --no-print-directory -j2 --output-sync=target test-deployment-airflow3x test-airflow2)
 	$(call TIMED,deployment-2.11+airflow-2.10.5,$(MAKE) --no-print-directory -j2 --output-sync=target test-deployment-airflow2 test-airflow2105)
-	$(call TIMED,deployment-2.10.5+package,$(MAKE) --no-print-directory -j2 --output-sync=target test-deployment-airflow2105 pins)
+	$(call TIMED,deployment-2.10.5+package+airflow-3.1,$(MAKE) --no-print-directory -j2 --output-sync=target \
+		test-deployment-airflow2105 pins test-airflow31)
 
 ## A real deployment (PostgreSQL; api-server, scheduler, dag-processor, triggerer as processes) on the
 ## real Slurm lab, driven through the REST API; prints the FIGURE lines it measures.
