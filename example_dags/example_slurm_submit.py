@@ -12,12 +12,11 @@ from __future__ import annotations
 import os
 from datetime import datetime, timedelta
 
-from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
 from airflow_provider_slurmapi.operators.slurm import SlurmSubmitJobOperator
 
-if AIRFLOW_V_3_0_PLUS:
+try:  # Airflow 3: the Task SDK
     from airflow.sdk import DAG
-else:  # pragma: no cover - Airflow 2.11
+except ImportError:  # Airflow 2.10 and 2.11
     from airflow import DAG
 
 CLUSTER = {
@@ -47,6 +46,7 @@ with DAG(
     params={"model": "llama-mini", "epoch_seconds": 1},
     tags=["slurm", "example"],
 ) as dag:
+    # [START howto_operator_slurm_submit]
     train = SlurmSubmitJobOperator(
         task_id="train",
         job={
@@ -61,6 +61,7 @@ with DAG(
         execution_timeout=timedelta(hours=13),
         **CLUSTER,
     )
+    # [END howto_operator_slurm_submit]
 
 
 if __name__ == "__main__":

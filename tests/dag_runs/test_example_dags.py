@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import logging
 import os
@@ -46,6 +47,24 @@ def _around_first_problem(logs: str) -> str:
 
 
 EXAMPLES = sorted(p.name for p in (REPO / "example_dags").glob("example_*.py"))
+
+
+@pytest.mark.parametrize("file_name", EXAMPLES)
+def test_example_dag_imports_only_public_names(file_name: str) -> None:
+    """Users copy the example DAGs: they import nothing private (no ``_compat``), only what a DAG of
+    theirs may import, on Airflow 2 and 3 alike (the runs below run them on both)."""
+    tree = ast.parse((REPO / "example_dags" / file_name).read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names = [node.module or "", *(f"{node.module}.{alias.name}" for alias in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        for name in names:
+            assert not any(part.startswith("_") and part != "__future__" for part in name.split(".")), (
+                f"{file_name} line {node.lineno} imports the private name {name}"
+            )
 
 
 def test_example_dags_parse_without_errors(airflow_db: Any) -> None:
