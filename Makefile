@@ -35,7 +35,7 @@ AIRFLOW_2 ?= "apache-airflow==2.11.*" apache-airflow-providers-google
 COMPILE  := uv pip compile --quiet --python-version 3.11 --python-platform x86_64-unknown-linux-gnu \
 	--custom-compile-command "make lock" --no-emit-package slurmapi-emulator --extra test $(LOCK_FLAGS) pyproject.toml
 
-.PHONY: demo test test-fast test-slurm test-airflow2 test-deployment test-deployment-airflow2 test-deployment-airflow3x deployment-deps lint bench slurm-lab-up slurm-lab-down clean install lock
+.PHONY: demo docs test test-fast test-slurm test-airflow2 test-deployment test-deployment-airflow2 test-deployment-airflow3x deployment-deps lint bench slurm-lab-up slurm-lab-down clean install lock
 
 $(VENV)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK)
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
@@ -68,6 +68,12 @@ $(VENV3X)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK3X)
 ## Run example_dags/example_slurm_submit.py end to end against the local emulator.
 demo: install
 	$(PY) scripts/demo.py
+
+## The documentation site (docs/, Sphinx) in docs/_build/html, every warning an error. `make test` runs
+## the same build in tests/docs/test_docs.py (with a page and a config option added), not twice.
+docs: install
+	$(VENV)/bin/sphinx-build -W --keep-going -n -q -b html docs docs/_build/html
+	@echo "docs/_build/html/index.html"
 
 ## The whole suite: lint, unit, emulator, Airflow DAG runs, real Slurm (brings the lab up), then a real
 ## Airflow deployment on 3.3, on the newest 3.x before 3.3 and on 2.11, and the DAG tests on 2.11.
