@@ -19,12 +19,14 @@ try:  # Airflow 3: the Task SDK
 except ImportError:  # Airflow 2.10 and 2.11
     from airflow import DAG
 
+# [START howto_cluster_arguments]
 CLUSTER = {
     "project_id": os.environ.get("SLURMAPI_PROJECT") or None,
     "region": os.environ.get("SLURMAPI_REGION", "us-central1"),
     "cluster_id": os.environ.get("SLURMAPI_CLUSTER_ID", "demo-cluster"),
 }
 PARTITION = os.environ.get("SLURMAPI_PARTITION", "a3")
+# [END howto_cluster_arguments]
 DEFERRABLE = os.environ.get("SLURMAPI_DEFERRABLE", "true").lower() != "false"
 
 # The #SBATCH lines are read as sbatch reads them (sbatch_directives=True, the default); a field also
