@@ -57,7 +57,7 @@ UV_VENV   = @command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet u
 
 .PHONY: demo test test-fast test-slurm test-airflow2 test-airflow2105 test-airflow31 test-deployment test-deployment-airflow2 \
 	test-deployment-airflow2105 test-deployment-airflow3x deployment-deps lint bench slurm-lab-up slurm-lab-down \
-	clean install lock dist pins
+	clean install lock dist pins docs
 
 $(VENV)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK)
 	$(call UV_VENV,$(VENV))
@@ -99,6 +99,12 @@ $(VENV3X)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK3X)
 ## Run example_dags/example_slurm_submit.py end to end against the local emulator.
 demo: install
 	$(PY) scripts/demo.py
+
+## The documentation site (docs/, Sphinx) in docs/_build/html, every warning an error. `make test` runs
+## the same build in tests/docs/test_docs.py (with a page and a config option added), not twice.
+docs: install
+	$(VENV)/bin/sphinx-build -W --keep-going -n -q -b html docs docs/_build/html
+	@echo "docs/_build/html/index.html"
 
 # The suites that import Airflow, run again on each older Airflow (the Airflow-free core, the emulator
 # and the packaging tests prove the same on every version: the main run has them). Airflow 2 has no

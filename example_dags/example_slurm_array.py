@@ -10,12 +10,11 @@ from __future__ import annotations
 import os
 from datetime import datetime
 
-from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
 from airflow_provider_slurmapi.operators.slurm import SlurmSubmitJobOperator
 
-if AIRFLOW_V_3_0_PLUS:
+try:  # Airflow 3: the Task SDK
     from airflow.sdk import DAG
-else:  # pragma: no cover - Airflow 2.11
+except ImportError:  # Airflow 2.10 and 2.11
     from airflow import DAG
 
 CLUSTER = {
@@ -41,6 +40,7 @@ with DAG(
     catchup=False,
     tags=["slurm", "example"],
 ) as dag:
+    # [START howto_operator_slurm_submit_array]
     SlurmSubmitJobOperator(
         task_id="sweep",
         job={
@@ -56,6 +56,7 @@ with DAG(
         poll_interval=POLL,
         **CLUSTER,
     )
+    # [END howto_operator_slurm_submit_array]
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from datetime import datetime
 
-from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
 from airflow_provider_slurmapi.operators.slurm import (
     SlurmCancelJobOperator,
     SlurmGetJobOperator,
@@ -13,9 +12,9 @@ from airflow_provider_slurmapi.operators.slurm import (
     SlurmSubmitJobOperator,
 )
 
-if AIRFLOW_V_3_0_PLUS:
+try:  # Airflow 3: the Task SDK
     from airflow.sdk import DAG
-else:  # pragma: no cover - Airflow 2.11
+except ImportError:  # Airflow 2.10 and 2.11
     from airflow import DAG
 
 CLUSTER = {
@@ -31,6 +30,7 @@ with DAG(
     catchup=False,
     tags=["slurm", "example"],
 ) as dag:
+    # [START howto_operator_slurm_submit_no_wait]
     start = SlurmSubmitJobOperator(
         task_id="start_long_job",
         job={"name": "long-sweep", "partition": os.environ.get("SLURMAPI_PARTITION", "a3"), "time_limit": 60},
@@ -38,11 +38,18 @@ with DAG(
         wait_for_completion=False,
         **CLUSTER,
     )
+    # [END howto_operator_slurm_submit_no_wait]
+    # [START howto_operator_slurm_list_jobs]
     running = SlurmListJobsOperator(task_id="list_running", states=["PENDING", "RUNNING"], name="long-sweep", **CLUSTER)
+    # [END howto_operator_slurm_list_jobs]
+    # [START howto_operator_slurm_cancel_job]
     cancel = SlurmCancelJobOperator(
         task_id="cancel", job_id="{{ ti.xcom_pull(task_ids='start_long_job') }}", termination_timeout=60, **CLUSTER
     )
+    # [END howto_operator_slurm_cancel_job]
+    # [START howto_operator_slurm_get_job]
     check = SlurmGetJobOperator(task_id="check", job_id="{{ ti.xcom_pull(task_ids='start_long_job') }}", **CLUSTER)
+    # [END howto_operator_slurm_get_job]
     start >> running >> cancel >> check
 
 

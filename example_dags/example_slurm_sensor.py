@@ -9,13 +9,12 @@ from __future__ import annotations
 import os
 from datetime import datetime
 
-from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
 from airflow_provider_slurmapi.operators.slurm import SlurmGetJobOperator, SlurmSubmitJobOperator
 from airflow_provider_slurmapi.sensors.slurm import SlurmJobSensor
 
-if AIRFLOW_V_3_0_PLUS:
+try:  # Airflow 3: the Task SDK
     from airflow.sdk import DAG
-else:  # pragma: no cover - Airflow 2.11
+except ImportError:  # Airflow 2.10 and 2.11
     from airflow import DAG
 
 CLUSTER = {
@@ -40,6 +39,7 @@ with DAG(
         wait_for_completion=False,
         **CLUSTER,
     )
+    # [START howto_sensor_slurm_job]
     wait = SlurmJobSensor(
         task_id="wait",
         job_id="{{ ti.xcom_pull(task_ids='submit') }}",
@@ -48,11 +48,14 @@ with DAG(
         timeout=600,
         **CLUSTER,
     )
+    # [END howto_sensor_slurm_job]
+    # [START howto_operator_slurm_get_job_history]
     report = SlurmGetJobOperator(
         task_id="report",
         job_id="{{ ti.xcom_pull(task_ids='submit') }}",
         **CLUSTER,
     )
+    # [END howto_operator_slurm_get_job_history]
     submit >> wait >> report
 
 

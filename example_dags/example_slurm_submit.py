@@ -12,20 +12,21 @@ from __future__ import annotations
 import os
 from datetime import datetime, timedelta
 
-from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
 from airflow_provider_slurmapi.operators.slurm import SlurmSubmitJobOperator
 
-if AIRFLOW_V_3_0_PLUS:
+try:  # Airflow 3: the Task SDK
     from airflow.sdk import DAG
-else:  # pragma: no cover - Airflow 2.11
+except ImportError:  # Airflow 2.10 and 2.11
     from airflow import DAG
 
+# [START howto_cluster_arguments]
 CLUSTER = {
     "project_id": os.environ.get("SLURMAPI_PROJECT") or None,
     "region": os.environ.get("SLURMAPI_REGION", "us-central1"),
     "cluster_id": os.environ.get("SLURMAPI_CLUSTER_ID", "demo-cluster"),
 }
 PARTITION = os.environ.get("SLURMAPI_PARTITION", "a3")
+# [END howto_cluster_arguments]
 DEFERRABLE = os.environ.get("SLURMAPI_DEFERRABLE", "true").lower() != "false"
 
 # The #SBATCH lines are read as sbatch reads them (sbatch_directives=True, the default); a field also
@@ -47,6 +48,7 @@ with DAG(
     params={"model": "llama-mini", "epoch_seconds": 1},
     tags=["slurm", "example"],
 ) as dag:
+    # [START howto_operator_slurm_submit]
     train = SlurmSubmitJobOperator(
         task_id="train",
         job={
@@ -61,6 +63,7 @@ with DAG(
         execution_timeout=timedelta(hours=13),
         **CLUSTER,
     )
+    # [END howto_operator_slurm_submit]
 
 
 if __name__ == "__main__":

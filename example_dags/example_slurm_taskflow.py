@@ -11,11 +11,9 @@ from __future__ import annotations
 import os
 from datetime import datetime
 
-from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
-
-if AIRFLOW_V_3_0_PLUS:
+try:  # Airflow 3: the Task SDK
     from airflow.sdk import DAG, task
-else:  # pragma: no cover - Airflow 2.11
+except ImportError:  # Airflow 2.10 and 2.11
     from airflow import DAG
     from airflow.decorators import task
 
@@ -40,6 +38,7 @@ with DAG(
     def pick_learning_rate() -> float:
         return 3e-4
 
+    # [START howto_decorator_slurm]
     @task.slurm(
         job={
             "partition": PARTITION,
@@ -65,6 +64,7 @@ with DAG(
         return "\n".join(lines) + "\n"
 
     train(model="{{ params.model }}", epochs="{{ params.epochs }}", learning_rate=pick_learning_rate())
+    # [END howto_decorator_slurm]
 
 
 if __name__ == "__main__":
