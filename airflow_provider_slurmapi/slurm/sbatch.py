@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_slurmapi.slurm.errors import ConfigurationError
+from airflow_provider_slurmapi.slurm.slurm_time import SlurmTimeError, time_limit_field
 
 MAGIC = "#SBATCH"
 
@@ -362,47 +363,12 @@ def _bad(directive: Directive, what: str) -> ConfigurationError:
     return ConfigurationError(f"{directive.where()}: {what}. {_FIX}")
 
 
-_TIME_RE = re.compile(
-    r"^(?:(?P<days>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?|(?P<a>\d+)(?::(?P<b>\d+)(?::(?P<c>\d+))?)?)$"
-)
-
-
-def slurm_minutes(text: str) -> int | None:
-    """Minutes of a Slurm time string (sbatch's formats), ``None`` for UNLIMITED/INFINITE/-1; raises ValueError.
-
-    ``minutes``, ``minutes:seconds``, ``hours:minutes:seconds``, ``days-hours``, ``days-hours:minutes``,
-    ``days-hours:minutes:seconds``. Seconds round up to the next minute, as Slurm does.
-    """
-    value = text.strip().upper()
-    if value in ("UNLIMITED", "INFINITE", "-1"):
-        return None
-    match = _TIME_RE.match(value)
-    if not match:
-        raise ValueError(text)
-    if match["days"] is not None:
-        days, hours = int(match["days"]), int(match["dh"])
-        minutes, seconds = int(match["dm"] or 0), int(match["ds"] or 0)
-    elif match["c"] is not None:
-        days, hours, minutes, seconds = 0, int(match["a"]), int(match["b"]), int(match["c"])
-    elif match["b"] is not None:
-        days, hours, minutes, seconds = 0, 0, int(match["a"]), int(match["b"])
-    else:
-        days, hours, minutes, seconds = 0, 0, int(match["a"]), 0
-    total_seconds = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-    return (total_seconds + 59) // 60
-
-
-_TIME_FIX = "use minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED"
-
-
-def _time(directive: Directive, *, zero_is_infinite: bool) -> dict[str, Any]:
+def _time(directive: Directive) -> dict[str, Any]:
+    """``--time``/``--time-min``: Slurm's reader, shared with ``job["time_limit"]``; 0 is no limit, as in sbatch."""
     try:
-        minutes = slurm_minutes(directive.value or "")
-    except ValueError:
-        raise _bad(directive, f"{directive.value!r} is not a Slurm time ({_TIME_FIX})") from None
-    if minutes is None or (minutes == 0 and zero_is_infinite):
-        return {"set": True, "infinite": True, "number": 0}
-    return {"set": True, "infinite": False, "number": minutes}
+        return time_limit_field(directive.value or "")
+    except SlurmTimeError as exc:
+        raise _bad(directive, f"{directive.value!r} is not a Slurm time: {exc}") from None
 
 
 _SIZE_RE = re.compile(r"^(\d+)([KMGT]?)$", re.IGNORECASE)
@@ -690,8 +656,8 @@ def _builders(api_version: str | None, default_environment: tuple[str, ...]) -> 
     return {
         "job-name": one("name", _text),
         "partition": one("partition", _text),
-        "time": one("time_limit", lambda d: _time(d, zero_is_infinite=True)),
-        "time-min": one("time_minimum", lambda d: _time(d, zero_is_infinite=False)),
+        "time": one("time_limit", _time),
+        "time-min": one("time_minimum", _time),
         "nodes": _nodes,
         "ntasks": one("tasks", _count),
         "ntasks-per-node": one("tasks_per_node", _count),

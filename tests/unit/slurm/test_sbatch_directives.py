@@ -16,8 +16,8 @@ from airflow_provider_slurmapi.slurm.sbatch import (
     directive_lines,
     megabytes,
     read_directives,
-    slurm_minutes,
 )
+from airflow_provider_slurmapi.slurm.slurm_time import slurm_minutes
 from airflow_provider_slurmapi.slurm.spec import DEFAULT_ENVIRONMENT, prepare_submission
 
 
