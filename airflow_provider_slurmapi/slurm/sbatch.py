@@ -42,25 +42,79 @@ class Directive:
 
     def describe(self) -> str:
         """The option as sbatch reads it, with the line it comes from (never an --export value)."""
-        value = "" if self.value is None else f"={_masked(self.value) if self.option == 'export' else self.value}"
+        value = "" if self.value is None else f"={_names_only(self.value) if self.option == 'export' else self.value}"
         return f"--{self.option}{value} (script line {self.line_number})"
 
 
-_ASSIGNMENT_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=[^,\s]*")
+# -- showing lines without --export values ----------------------------------------------------------------
+def _is_export_word(word: str) -> bool:
+    """``--export``/``--export-file`` in any spelling getopt could take for it (``--e``, ``--ex=...``)."""
+    if not word.startswith("--"):
+        return False
+    name = word[2:].partition("=")[0]
+    return "export".startswith(name) or name.startswith("export")
 
 
-def _masked(text: str) -> str:
-    """``NAME=value`` pairs with their values hidden: environment values may be secrets."""
-    return _ASSIGNMENT_RE.sub(r"\1=***", text)
+def _names_only(value: str) -> str:
+    """An ``--export`` value as ``NAME=***`` items: the names it assigns, never a value or a part of one.
+
+    A bare name (``ALL``, ``HOME``) is shown only before any ``NAME=value``: after an unquoted comma it
+    may be the rest of a value.
+    """
+    try:
+        items = export_items(value)
+    except ValueError:
+        return "<not shown: an unbalanced quote>"
+    shown = []
+    assigned = False
+    for item in items:
+        name, equals, _ = item.partition("=")
+        if equals and _ENV_NAME_RE.match(name):
+            shown.append(f"{name}=***")
+            assigned = True
+        elif not equals and not assigned and _ENV_NAME_RE.match(item):
+            shown.append(item)
+        else:
+            shown.append("<not shown>")
+    return ",".join(shown)
+
+
+def _shown(line: str) -> str:
+    """A line as errors and notes show it: as written, unless it has an ``--export`` option in any spelling;
+    then rebuilt from its words with the export values reduced to their names."""
+    text = line.strip()
+    try:
+        words = _split(text[len(MAGIC) :])
+    except ValueError:
+        cut = text.find("--e")
+        return text if cut < 0 else f"{text[:cut]}--e... (the rest is not shown: it may hold --export values)"
+    if not any("--e" in word for word in words):
+        return text
+    shown: list[str] = [MAGIC]
+    after_export = value_next = False
+    for word in words:
+        if value_next:
+            shown.append(_names_only(word))
+            value_next = False
+        elif _is_export_word(word):
+            option, equals, value = word.partition("=")
+            shown.append(f"{option}={_names_only(value)}" if equals else option)
+            after_export, value_next = True, not equals
+        elif "--e" in word:  # an export spelling inside a quoted word: sbatch refuses it, nothing is shown
+            shown.append("<not shown>")
+            after_export = True
+        elif after_export:
+            # An unquoted space may have cut a value: after --export only option names are shown.
+            shown.append(
+                word.partition("=")[0] if word.startswith("--") else word[:2] if word.startswith("-") else "<not shown>"
+            )
+        else:
+            shown.append(word if word and not any(c.isspace() or c in "'\"#" for c in word) else repr(word))
+    return " ".join(shown)
 
 
 def _where(number: int, line: str) -> str:
-    """A line as errors and notes show it: values of ``--export`` hidden."""
-    text = line.strip()
-    position = text.find("--exp")
-    if position >= 0:
-        text = text[:position] + _masked(text[position:])
-    return f"{text} (script line {number})"
+    return f"{_shown(line)} (script line {number})"
 
 
 @dataclass(slots=True)
@@ -103,8 +157,17 @@ def directive_lines(script: str) -> list[tuple[int, str]]:
 
 
 def _words(number: int, line: str) -> list[str]:
-    """Split the text after ``#SBATCH`` as sbatch does: quotes, backslashes, and ``#`` starting a comment."""
-    text = line[len(MAGIC) :]  # sbatch also reads "#SBATCH--time=5" (measured on 24.11)
+    try:
+        return _split(line[len(MAGIC) :])  # sbatch also reads "#SBATCH--time=5" (measured on 24.11)
+    except ValueError as exc:
+        raise ConfigurationError(f"{_where(number, line)}: unbalanced {exc} quote. {_FIX}") from None
+
+
+def _split(text: str) -> list[str]:
+    """Split the text after ``#SBATCH`` as sbatch does: quotes, backslashes, ``#`` starting a comment.
+
+    Raises ``ValueError(quote)`` on an unbalanced quote.
+    """
     words: list[str] = []
     current: list[str] | None = None
     quote: str | None = None
@@ -137,7 +200,7 @@ def _words(number: int, line: str) -> list[str]:
                 current.append(char)
         index += 1
     if quote:
-        raise ConfigurationError(f"{_where(number, line)}: unbalanced {quote} quote. {_FIX}")
+        raise ValueError(quote)
     if current is not None:
         words.append("".join(current))
     return words
@@ -323,8 +386,10 @@ def _parse_words(number: int, line: str, words: list[str]) -> Iterator[Directive
                 yield Directive(number, line, long, value)
                 break
         else:
+            # After an --export option the word may be the rest of a value: never shown then.
+            shown = "a word" if any("--e" in w for w in words[:index]) else repr(word)
             raise ConfigurationError(
-                f"{where}: {word!r} is not an option (sbatch options start with - or --; a value with spaces "
+                f"{where}: {shown} is not an option (sbatch options start with - or --; a value with spaces "
                 f"needs quotes). {_FIX}"
             )
 
@@ -520,27 +585,60 @@ def _signal(directive: Directive) -> dict[str, Any]:
 
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_EXPORT_KEYWORDS = ("ALL", "NONE", "NIL")
+
+
+def export_items(value: str) -> list[str]:
+    """The comma-separated items of an ``--export`` value, split as Slurm's ``find_quote_token`` does.
+
+    A comma inside single or double quotes does not split; an item wholly in quotes loses them.
+    Raises ``ValueError`` on an unbalanced quote (Slurm: "Improperly formed environment variable").
+    """
+    items: list[str] = []
+    start = 0
+    single = double = False
+    for index, char in enumerate(value + ","):
+        if char == "'":
+            single = not single
+        elif char == '"':
+            double = not double
+        elif char == "," and not single and not double:
+            item = value[start:index]
+            if len(item) >= 2 and item[0] == item[-1] and item[0] in "'\"":
+                item = item[1:-1]
+            if item:
+                items.append(item)
+            start = index + 1
+    if single or double:
+        raise ValueError("unbalanced quote")
+    return items
 
 
 def _export(directive: Directive, default_environment: tuple[str, ...]) -> dict[str, Any]:
-    items = [item for item in _text(directive).split(",") if item]
+    """``--export``: errors name the variables, never a value (environments hold secrets)."""
+    try:
+        items = export_items(_text(directive))
+    except ValueError:
+        raise _bad(directive, "the value has an unbalanced quote (the value is not shown)") from None
     base = list(default_environment)
     assignments: list[str] = []
     for index, item in enumerate(items):
         upper = item.upper()
-        if index == 0 and upper in ("ALL", "NONE", "NIL"):
+        if index == 0 and upper in _EXPORT_KEYWORDS:
             if upper != "ALL":
                 base = []
             continue
         name, equals, _ = item.partition("=")
         if not equals:
+            # Named only before any NAME=value: after an unquoted comma it may be the rest of a value.
+            shown = repr(item[:60]) if not assignments and _ENV_NAME_RE.match(item) else f"item {index + 1}"
             raise _bad(
                 directive,
-                f"{name!r} would copy a variable of the submitting shell, which a REST call does not have; "
-                f"write {name}=VALUE",
+                f"{shown} would copy a variable of the submitting shell, which a REST call does not have; write "
+                "NAME=VALUE (and quote a value that holds a comma)",
             )
         if not _ENV_NAME_RE.match(name):
-            raise _bad(directive, f"{name!r} is not a variable name")
+            raise _bad(directive, f"item {index + 1} is not a variable name followed by = (the item is not shown)")
         assignments.append(item)
     names = {entry.partition("=")[0] for entry in assignments}
     environment = [entry for entry in base if entry.partition("=")[0] not in names] + assignments
