@@ -19,6 +19,7 @@ from typing import Any
 
 from airflow_provider_slurmapi.slurm.errors import ConfigurationError
 from airflow_provider_slurmapi.slurm.slurm_time import SlurmTimeError, time_limit_field
+from airflow_provider_slurmapi.slurm.spec import add_environment
 
 MAGIC = "#SBATCH"
 
@@ -124,6 +125,8 @@ class DirectiveFields:
     fields: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, list[Directive]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Variables sbatch itself puts in the job's environment (whatever --export says).
+    environment: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -259,6 +262,10 @@ _SUPPORTED: dict[str, tuple[str | None, str]] = {
     "overcommit": ("O", "no"),
     "no-kill": ("k", "optional"),
     "kill-on-invalid-dep": (None, "yes"),
+    "distribution": ("m", "yes"),
+    "threads-per-core": (None, "yes"),
+    "deadline": (None, "yes"),
+    "spread-job": (None, "no"),
 }
 
 # sbatch options that only change what the sbatch command prints: no job field, nothing lost.
@@ -288,9 +295,7 @@ _REFUSED: dict[str, tuple[str | None, str]] = {
     "core-spec": ("S", "not supported by this provider; set job['core_specification']"),
     "cores-per-socket": (None, "Slurm's REST API (v0.0.41 and later) has no field for it"),
     "cpu-freq": (None, "not supported by this provider; set job['cpu_frequency']"),
-    "deadline": (None, "not supported by this provider; set job['deadline'] (a Unix time)"),
     "delay-boot": (None, "not supported by this provider; set job['delay_boot']"),
-    "distribution": ("m", "not supported by this provider; set job['distribution']"),
     "extra": (None, "the provider uses the job's extra field for its output report; see report_output"),
     "extra-node-info": ("B", "not supported by this provider"),
     "gpu-bind": (None, "not supported by this provider; set job['tres_bind']"),
@@ -312,11 +317,9 @@ _REFUSED: dict[str, tuple[str | None, str]] = {
     "resv-ports": (None, "not supported by this provider"),
     "segment": (None, "not supported by this provider; set job['segment_size']"),
     "sockets-per-node": (None, "not supported by this provider; set job['sockets_per_node']"),
-    "spread-job": (None, "not supported by this provider"),
     "stepmgr": (None, "not supported by this provider"),
     "switches": (None, "not supported by this provider; set job['required_switches']"),
     "thread-spec": (None, "not supported by this provider; set job['thread_specification']"),
-    "threads-per-core": (None, "not supported by this provider; set job['threads_per_core']"),
     "tres-bind": (None, "not supported by this provider; set job['tres_bind']"),
     "tres-per-task": (None, "not supported by this provider; set job['tres_per_task']"),
     "use-min-nodes": (None, "not supported by this provider"),
@@ -394,8 +397,21 @@ def _parse_words(number: int, line: str, words: list[str]) -> Iterator[Directive
             )
 
 
+_NOT_TRANSLATED = "not supported by this provider"
+_REMOVE = "Remove the line, or pass sbatch_directives=False to leave #SBATCH lines as comments."
+
+
 def _refuse(where: str, name: str, reason: str) -> ConfigurationError:
-    return ConfigurationError(f"{where}: --{name} cannot be sent through the Slurm REST API: {reason}. {_FIX}")
+    """Two refusals that never contradict each other: what the REST API cannot express, and what it can
+    (in a job field) but this provider does not read from ``#SBATCH`` lines."""
+    if reason.startswith(_NOT_TRANSLATED):
+        field_hint = reason.removeprefix(_NOT_TRANSLATED).lstrip("; ")
+        instead = f" The REST API can express it: {field_hint} instead, and remove the line." if field_hint else ""
+        return ConfigurationError(
+            f"{where}: --{name} is not read from #SBATCH lines by this provider.{instead} Or pass "
+            "sbatch_directives=False to leave #SBATCH lines as comments."
+        )
+    return ConfigurationError(f"{where}: --{name} cannot be sent through the Slurm REST API: {reason}. {_REMOVE}")
 
 
 def _long_name(name: str, where: str) -> str:
@@ -694,6 +710,7 @@ _BEGIN_RE = re.compile(
 
 
 def _begin(directive: Directive) -> str:
+    """``--begin``/``--deadline``: passed on for slurmrestd to read with ``parse_time``, as sbatch reads them."""
     value = _text(directive).strip()
     if not _BEGIN_RE.match(value):
         raise _bad(
@@ -701,6 +718,35 @@ def _begin(directive: Directive) -> str:
             f"{value!r} is not a time sbatch reads (e.g. 2027-01-31T16:00:00, now+1hour, 16:00, tomorrow)",
         )
     return value  # slurmctld reads it with its own clock and time zone, exactly as for sbatch
+
+
+# verify_dist_type (src/common/proc_args.c): plane=N, or up to three levels of block/cyclic/fcyclic/*,
+# or arbitrary/hostfile, each with an optional ,pack or ,nopack; or pack/nopack alone.
+_LEVEL = r"(?:block|cyclic|fcyclic|\*)"
+_DISTRIBUTION_RE = re.compile(
+    rf"^(?:plane=[0-9]+|(?:(?:arbitrary|hostfile|{_LEVEL}(?::{_LEVEL}){{0,2}})(?:,(?:pack|nopack))?)|pack|nopack)$",
+    re.IGNORECASE,
+)
+
+
+def _distribution(directive: Directive) -> str:
+    """``--distribution``: slurmrestd reads the text with sbatch's own ``verify_dist_type``, so it is passed on."""
+    value = _text(directive).strip()
+    if not _DISTRIBUTION_RE.match(value):
+        raise _bad(
+            directive,
+            f"{value!r} is not a distribution sbatch reads (block, cyclic, plane=N, arbitrary, with up to three "
+            "levels such as block:cyclic:fcyclic, and ,pack or ,nopack)",
+        )
+    if value.lower().startswith("plane=") and int(value[6:] or 0) == 0:
+        raise _bad(directive, f"{value!r}: the plane size must be at least 1")
+    if value.lower() in ("arbitrary", "hostfile") or value.lower().startswith(("arbitrary,", "hostfile,")):
+        raise _bad(
+            directive,
+            "arbitrary is not read by this provider (sbatch derives the task count and SLURM_ARBITRARY_NODELIST "
+            "from the node list or the submitting host's SLURM_HOSTFILE); give --nodelist and --ntasks instead",
+        )
+    return value
 
 
 def _hostlist(directive: Directive) -> str:
@@ -799,6 +845,10 @@ def _builders(api_version: str | None, default_environment: tuple[str, ...]) -> 
         "overcommit": lambda d: {"overcommit": True},
         "no-kill": lambda d: {"kill_on_node_fail": not _no_kill(d)},
         "kill-on-invalid-dep": lambda d: {"flags": [_invalid_dependency_flag(d)]},
+        "distribution": one("distribution", _distribution),
+        "threads-per-core": one("threads_per_core", _count),
+        "deadline": one("deadline", _begin),
+        "spread-job": lambda d: {"flags": ["SPREAD_JOB"]},
     }
 
 
@@ -878,6 +928,10 @@ def directive_fields(
             tres_per_task.append((_gpu_tres(directive), directive))
             continue
         for name, value in builders[directive.option](directive).items():
+            if name == "flags" and name in result.fields:  # --spread-job and --kill-on-invalid-dep add up
+                result.fields[name] = [*result.fields[name], *value]
+                result.sources[name].append(directive)
+                continue
             result.fields[name] = value
             result.sources[name] = [directive]
         if key == "cpus-per-task":  # sbatch 24.11 also sends the CPUs as a TRES of each task
@@ -888,7 +942,25 @@ def directive_fields(
     if tres_per_task:
         result.fields["tres_per_task"] = ",".join(value for value, _ in tres_per_task)
         result.sources["tres_per_task"] = [directive for _, directive in tres_per_task]
+    if "threads-per-core" in last:
+        _threads_per_core_extras(result, last)
     return result
+
+
+def _threads_per_core_extras(result: DirectiveFields, last: Mapping[str, Directive]) -> None:
+    """What sbatch does besides sending ``threads_per_core`` (``src/sbatch/opt.c``, measured on 24.11).
+
+    It puts ``SLURM_THREADS_PER_CORE`` in the job's environment (srun in the job reads it), and with
+    ``--nodes=N`` (one count) and no task count it asks for N x threads tasks.
+    """
+    directive = last["threads-per-core"]
+    threads = result.fields["threads_per_core"]
+    result.environment["SLURM_THREADS_PER_CORE"] = str(threads)
+    result.sources.setdefault("SLURM_THREADS_PER_CORE", []).append(directive)
+    low, high = result.fields.get("minimum_nodes"), result.fields.get("maximum_nodes")
+    if low is not None and low == high and "ntasks" not in last and "ntasks-per-node" not in last:
+        result.fields["tasks"] = max(low, 1) * threads
+        result.sources["tasks"] = [last["nodes"], directive]
 
 
 def apply_directives(
@@ -930,4 +1002,8 @@ def apply_directives(
             continue
         merged[name] = value
         result.applied.append(name)
+    if found.environment and "threads_per_core" in result.applied:
+        merged["environment"] = add_environment(merged, found.environment)["environment"]
+        shown = ", ".join(f"{name}={value}" for name, value in found.environment.items())
+        result.notes.append(f"{shown} added to the job's environment, as sbatch does for #SBATCH --threads-per-core.")
     return result
