@@ -20,6 +20,7 @@ from typing import Any
 from airflow_provider_slurmapi.slurm.errors import ConfigurationError
 from airflow_provider_slurmapi.slurm.slurm_time import SlurmTimeError, time_limit_field
 from airflow_provider_slurmapi.slurm.spec import add_environment
+from airflow_provider_slurmapi.slurm.values import read_text
 
 MAGIC = "#SBATCH"
 
@@ -483,10 +484,13 @@ def _count(directive: Directive, *, minimum: int = 1) -> int:
     return int(value)
 
 
-def _text(directive: Directive) -> str:
+def _value(directive: Directive) -> str:
+    """The value an option needs, as written (a path keeps its blanks); refused when empty or with a NUL."""
     value = directive.value or ""
-    if not value.strip() or "\0" in value:
+    if read_text(value, placeholders=False) is None:
         raise _bad(directive, "the value is empty")
+    if "\0" in value:
+        raise _bad(directive, "the value holds a NUL character")
     return value
 
 
@@ -540,7 +544,7 @@ _MAIL_ORDER = [
 
 def _mail_type(directive: Directive) -> list[str]:
     chosen: set[str] = set()
-    for item in _text(directive).upper().split(","):
+    for item in _value(directive).upper().split(","):
         if item.strip() not in _MAIL_TYPES:
             raise _bad(directive, f"{item!r} is not a mail type (one of {', '.join(_MAIL_TYPES)})")
         chosen.update(_MAIL_TYPES[item.strip()])
@@ -575,7 +579,7 @@ _SIGNAL_RE = re.compile(r"^(?:(?P<flags>[RB]{1,2}):)?(?P<sig>[A-Za-z0-9]+)(?:@(?
 
 
 def _signal(directive: Directive) -> dict[str, Any]:
-    value = _text(directive).strip()
+    value = _value(directive).strip()
     match = _SIGNAL_RE.match(value)
     fix = "give [{R|B}:]SIGNAL[@SECONDS], e.g. B:USR1@90"
     if not match:
@@ -633,7 +637,7 @@ def export_items(value: str) -> list[str]:
 def _export(directive: Directive, default_environment: tuple[str, ...]) -> dict[str, Any]:
     """``--export``: errors name the variables, never a value (environments hold secrets)."""
     try:
-        items = export_items(_text(directive))
+        items = export_items(_value(directive))
     except ValueError:
         raise _bad(directive, "the value has an unbalanced quote (the value is not shown)") from None
     base = list(default_environment)
@@ -678,7 +682,7 @@ def _exclusive(directive: Directive, api_version: str | None) -> dict[str, Any]:
 
 def _gpu_tres(directive: Directive) -> str:
     """``gres/gpu:VALUE`` for each comma item of ``[type:]count`` (how sbatch fills the tres_per_* fields)."""
-    value = _text(directive).strip()
+    value = _value(directive).strip()
     for item in value.split(","):
         count = item.rsplit(":", 1)[-1]
         if not count.isdigit() or not item.strip():
@@ -687,7 +691,7 @@ def _gpu_tres(directive: Directive) -> str:
 
 
 def _gres(directive: Directive) -> str:
-    value = _text(directive).strip()
+    value = _value(directive).strip()
     if value.lower() == "none":
         return ""
     items = []
@@ -711,7 +715,7 @@ _BEGIN_RE = re.compile(
 
 def _begin(directive: Directive) -> str:
     """``--begin``/``--deadline``: passed on for slurmrestd to read with ``parse_time``, as sbatch reads them."""
-    value = _text(directive).strip()
+    value = _value(directive).strip()
     if not _BEGIN_RE.match(value):
         raise _bad(
             directive,
@@ -731,7 +735,7 @@ _DISTRIBUTION_RE = re.compile(
 
 def _distribution(directive: Directive) -> str:
     """``--distribution``: slurmrestd reads the text with sbatch's own ``verify_dist_type``, so it is passed on."""
-    value = _text(directive).strip()
+    value = _value(directive).strip()
     if not _DISTRIBUTION_RE.match(value):
         raise _bad(
             directive,
@@ -750,7 +754,7 @@ def _distribution(directive: Directive) -> str:
 
 
 def _hostlist(directive: Directive) -> str:
-    value = _text(directive).strip()
+    value = _value(directive).strip()
     if "/" in value:
         raise _bad(directive, f"{value!r} looks like a file: a REST call cannot read files; list the nodes")
     return value
@@ -758,7 +762,7 @@ def _hostlist(directive: Directive) -> str:
 
 def _path(directive: Directive) -> str:
     # %j, %A, %a, %x, %u... are expanded by Slurm itself, as for sbatch: passed on verbatim.
-    return _text(directive)
+    return _value(directive)
 
 
 def _nice(directive: Directive) -> int:
@@ -798,8 +802,8 @@ def _builders(api_version: str | None, default_environment: tuple[str, ...]) -> 
         return lambda d: {name: convert(d)}
 
     return {
-        "job-name": one("name", _text),
-        "partition": one("partition", _text),
+        "job-name": one("name", _value),
+        "partition": one("partition", _value),
         "time": one("time_limit", _time),
         "time-min": one("time_minimum", _time),
         "nodes": _nodes,
@@ -816,22 +820,22 @@ def _builders(api_version: str | None, default_environment: tuple[str, ...]) -> 
         "error": one("standard_error", _path),
         "input": one("standard_input", _path),
         "chdir": one("current_working_directory", _chdir),
-        "account": one("account", _text),
-        "qos": one("qos", _text),
-        "constraint": one("constraints", _text),
-        "prefer": one("prefer", _text),
+        "account": one("account", _value),
+        "qos": one("qos", _value),
+        "constraint": one("constraints", _value),
+        "prefer": one("prefer", _value),
         "exclusive": lambda d: _exclusive(d, api_version),
         "oversubscribe": lambda d: {"shared": ["oversubscribe"]},
         "array": one("array", _array),
-        "dependency": one("dependency", _text),
+        "dependency": one("dependency", _value),
         "requeue": lambda d: {"requeue": True},
         "no-requeue": lambda d: {"requeue": False},
         "signal": _signal,
         "export": lambda d: _export(d, default_environment),
         "mail-type": one("mail_type", _mail_type),
-        "mail-user": one("mail_user", _text),
-        "comment": one("comment", _text),
-        "reservation": one("reservation", _text),
+        "mail-user": one("mail_user", _value),
+        "comment": one("comment", _value),
+        "reservation": one("reservation", _value),
         "begin": one("begin_time", _begin),
         "hold": lambda d: {"hold": True},
         "nice": one("nice", _nice),
@@ -839,8 +843,8 @@ def _builders(api_version: str | None, default_environment: tuple[str, ...]) -> 
         "nodelist": one("required_nodes", _hostlist),
         "tmp": one("temporary_disk_per_node", _size),
         "open-mode": one("open_mode", _open_mode),
-        "licenses": one("licenses", _text),
-        "wckey": one("wckey", _text),
+        "licenses": one("licenses", _value),
+        "wckey": one("wckey", _value),
         "contiguous": lambda d: {"contiguous": True},
         "overcommit": lambda d: {"overcommit": True},
         "no-kill": lambda d: {"kill_on_node_fail": not _no_kill(d)},
@@ -853,7 +857,7 @@ def _builders(api_version: str | None, default_environment: tuple[str, ...]) -> 
 
 
 def _chdir(directive: Directive) -> str:
-    value = _text(directive)
+    value = _value(directive)
     if not value.startswith("/"):
         raise _bad(
             directive,
@@ -867,14 +871,14 @@ _ARRAY_RE = re.compile(r"^\d+(-\d+(:\d+)?)?(,\d+(-\d+(:\d+)?)?)*(%\d+)?$")
 
 
 def _array(directive: Directive) -> str:
-    value = _text(directive).strip()
+    value = _value(directive).strip()
     if not _ARRAY_RE.match(value):
         raise _bad(directive, f"{value!r} is not an array specification (e.g. 0-9, 1,3,5, 0-15:4 or 0-99%10)")
     return value
 
 
 def _open_mode(directive: Directive) -> list[str]:
-    value = _text(directive).strip().upper()
+    value = _value(directive).strip().upper()
     if value not in _OPEN_MODES:
         raise _bad(directive, f"{directive.value!r} is not an open mode (append or truncate)")
     return [_OPEN_MODES[value]]
