@@ -284,7 +284,7 @@ _REFUSED: dict[str, tuple[str | None, str]] = {
     "clusters": ("M", "the operator's cluster_id chooses the cluster"),
     "cluster-constraint": (None, "federation is not supported"),
     "propagate": (None, "it reads the limits of the submitting shell, which a REST call does not have"),
-    "batch": (None, "not supported by this provider yet; set job['batch_features']"),
+    "batch": (None, "not supported by this provider; set job['batch_features']"),
     "help": ("h", "it only prints help"),
     "usage": (None, "it only prints help"),
     "version": ("V", "it only prints the version"),
