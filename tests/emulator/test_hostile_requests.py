@@ -164,7 +164,20 @@ _json = st.recursive(
 )
 _path_piece = st.one_of(
     st.sampled_from(
-        ["job", "jobs", "jobs/state", "job/submit", "ping", "partitions", "job/1", "job/1_2", "job/1.batch"]
+        [
+            "job",
+            "jobs",
+            "jobs/state",
+            "job/submit",
+            "ping",
+            "partitions",
+            "job/1",
+            "job/1_2",
+            "job/1.batch",
+            "job/" + "9" * 5000,
+            "job/\u00b2",
+            "jobs?update_time=" + "9" * 5000,
+        ]
     ),
     st.from_regex(r"job/[0-9\u0660-\u0669\u00b2._+a-z]{0,30}", fullmatch=True),
     st.text(max_size=20),
