@@ -18,7 +18,7 @@ from typing import Any
 
 from airflow_provider_slurmapi.slurm.job import ExitInfo, format_duration, slurm_number
 from airflow_provider_slurmapi.slurm.states import FINISHED_STATES, JobState, is_job_state_shape, parse_job_state
-from airflow_provider_slurmapi.slurm.values import as_int, clean_text
+from airflow_provider_slurmapi.slurm.values import as_int, clean_text, read_text
 
 # Larger than any real count (2**53: beyond it a float loses units); a bigger value is not Slurm's.
 _MAX_COUNT = 2**53
@@ -140,7 +140,7 @@ def read_accounting(record: Any, job_id: int) -> Accounting | None:
         state=state.value,
         elapsed_seconds=_count(times.get("elapsed")),
         nodes=nodes or None,
-        node_list=_text(record.get("nodes")),
+        node_list=read_text(record.get("nodes"), limit=200),
         tres_allocated=tres,
         max_rss_bytes=max_rss,
         max_rss_step=max_rss_step,
@@ -172,15 +172,6 @@ def _count(value: Any) -> int | None:
     if number is None or number < 0 or number > _MAX_COUNT:
         return None
     return number
-
-
-def _text(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return None
-    text = clean_text(value).strip()
-    if not text or text in ("None assigned", "(null)"):
-        return None
-    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _finished_state(value: Any) -> JobState | None:
@@ -225,7 +216,7 @@ def _max_rss(steps: Any) -> tuple[int | None, str | None]:
         rss = _tres_counts(requested.get("max")).get("mem")
         if rss is not None and (best[0] is None or rss > best[0]):
             step_id = _mapping(step.get("step")).get("id")
-            best = (rss, _text(step_id) if isinstance(step_id, str) else None)
+            best = (rss, read_text(step_id, limit=200))
     return best
 
 

@@ -16,7 +16,7 @@ from airflow_provider_slurmapi.slurm.array import MAX_TASK_ID, ArrayView
 from airflow_provider_slurmapi.slurm.errors import MalformedRecordError
 from airflow_provider_slurmapi.slurm.job_output import read_extra
 from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo, is_job_state_shape, parse_job_state
-from airflow_provider_slurmapi.slurm.values import as_int, clean_text, preview
+from airflow_provider_slurmapi.slurm.values import NotText, as_int, clean_text, preview, read_text
 
 # Slurm's NO_VAL (0xfffffffe) and INFINITE (0xffffffff) as plain integers, e.g. the history's
 # ``time.start`` of a job cancelled while pending.
@@ -56,18 +56,16 @@ def _timestamp(value: Any) -> int | None:
 
 
 def _text(value: Any) -> str | None:
-    """A text field: a string (or a number Slurm printed as one); anything else is the wrong shape."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise _BadShape(value, "a string")
-    text = clean_text(str(value) if isinstance(value, str) else preview(value)).strip()
-    return text or None
+    """A text field (or a number Slurm printed as one); anything else is the wrong shape."""
+    try:
+        return read_text(value, strict=True)
+    except NotText:
+        raise _BadShape(value, "a string") from None
 
 
 def _extra_text(value: Any) -> str | None:
     """``extra``: what a job wrote into its own record. Only read for the log: an odd shape reads as nothing."""
-    return _text(value) if isinstance(value, str) else None
+    return read_text(value)
 
 
 class _BadShape(Exception):
@@ -596,7 +594,7 @@ def _task_id(value: Any) -> int | None:
 
 
 def _loose_text(value: Any) -> str | None:
-    return clean_text(value).strip() or None if isinstance(value, str) else None
+    return read_text(value, placeholders=False)
 
 
 def _history_array(raw: Any) -> dict[str, Any]:
@@ -650,8 +648,7 @@ def _reason(value: Any) -> str | None:
 
 
 def _nodes(value: Any) -> str | None:
-    text = _text(value)
-    return None if text in (None, "None assigned", "(null)") else text
+    return _text(value)  # Slurm's "None assigned" and "(null)" read as no nodes
 
 
 def describe_transition(previous: SlurmJob | None, current: SlurmJob) -> str | None:

@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_slurmapi.slurm.errors import ConfigurationError
+from airflow_provider_slurmapi.slurm.slurm_time import SlurmTimeError, time_limit_field
+from airflow_provider_slurmapi.slurm.spec import add_environment
+from airflow_provider_slurmapi.slurm.values import read_text
 
 MAGIC = "#SBATCH"
 
@@ -41,25 +44,79 @@ class Directive:
 
     def describe(self) -> str:
         """The option as sbatch reads it, with the line it comes from (never an --export value)."""
-        value = "" if self.value is None else f"={_masked(self.value) if self.option == 'export' else self.value}"
+        value = "" if self.value is None else f"={_names_only(self.value) if self.option == 'export' else self.value}"
         return f"--{self.option}{value} (script line {self.line_number})"
 
 
-_ASSIGNMENT_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=[^,\s]*")
+# -- showing lines without --export values ----------------------------------------------------------------
+def _is_export_word(word: str) -> bool:
+    """``--export``/``--export-file`` in any spelling getopt could take for it (``--e``, ``--ex=...``)."""
+    if not word.startswith("--"):
+        return False
+    name = word[2:].partition("=")[0]
+    return "export".startswith(name) or name.startswith("export")
 
 
-def _masked(text: str) -> str:
-    """``NAME=value`` pairs with their values hidden: environment values may be secrets."""
-    return _ASSIGNMENT_RE.sub(r"\1=***", text)
+def _names_only(value: str) -> str:
+    """An ``--export`` value as ``NAME=***`` items: the names it assigns, never a value or a part of one.
+
+    A bare name (``ALL``, ``HOME``) is shown only before any ``NAME=value``: after an unquoted comma it
+    may be the rest of a value.
+    """
+    try:
+        items = export_items(value)
+    except ValueError:
+        return "<not shown: an unbalanced quote>"
+    shown = []
+    assigned = False
+    for item in items:
+        name, equals, _ = item.partition("=")
+        if equals and _ENV_NAME_RE.match(name):
+            shown.append(f"{name}=***")
+            assigned = True
+        elif not equals and not assigned and _ENV_NAME_RE.match(item):
+            shown.append(item)
+        else:
+            shown.append("<not shown>")
+    return ",".join(shown)
+
+
+def _shown(line: str) -> str:
+    """A line as errors and notes show it: as written, unless it has an ``--export`` option in any spelling;
+    then rebuilt from its words with the export values reduced to their names."""
+    text = line.strip()
+    try:
+        words = _split(text[len(MAGIC) :])
+    except ValueError:
+        cut = text.find("--e")
+        return text if cut < 0 else f"{text[:cut]}--e... (the rest is not shown: it may hold --export values)"
+    if not any("--e" in word for word in words):
+        return text
+    shown: list[str] = [MAGIC]
+    after_export = value_next = False
+    for word in words:
+        if value_next:
+            shown.append(_names_only(word))
+            value_next = False
+        elif _is_export_word(word):
+            option, equals, value = word.partition("=")
+            shown.append(f"{option}={_names_only(value)}" if equals else option)
+            after_export, value_next = True, not equals
+        elif "--e" in word:  # an export spelling inside a quoted word: sbatch refuses it, nothing is shown
+            shown.append("<not shown>")
+            after_export = True
+        elif after_export:
+            # An unquoted space may have cut a value: after --export only option names are shown.
+            shown.append(
+                word.partition("=")[0] if word.startswith("--") else word[:2] if word.startswith("-") else "<not shown>"
+            )
+        else:
+            shown.append(word if word and not any(c.isspace() or c in "'\"#" for c in word) else repr(word))
+    return " ".join(shown)
 
 
 def _where(number: int, line: str) -> str:
-    """A line as errors and notes show it: values of ``--export`` hidden."""
-    text = line.strip()
-    position = text.find("--exp")
-    if position >= 0:
-        text = text[:position] + _masked(text[position:])
-    return f"{text} (script line {number})"
+    return f"{_shown(line)} (script line {number})"
 
 
 @dataclass(slots=True)
@@ -69,6 +126,8 @@ class DirectiveFields:
     fields: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, list[Directive]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Variables sbatch itself puts in the job's environment (whatever --export says).
+    environment: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -102,8 +161,17 @@ def directive_lines(script: str) -> list[tuple[int, str]]:
 
 
 def _words(number: int, line: str) -> list[str]:
-    """Split the text after ``#SBATCH`` as sbatch does: quotes, backslashes, and ``#`` starting a comment."""
-    text = line[len(MAGIC) :]  # sbatch also reads "#SBATCH--time=5" (measured on 24.11)
+    try:
+        return _split(line[len(MAGIC) :])  # sbatch also reads "#SBATCH--time=5" (measured on 24.11)
+    except ValueError as exc:
+        raise ConfigurationError(f"{_where(number, line)}: unbalanced {exc} quote. {_FIX}") from None
+
+
+def _split(text: str) -> list[str]:
+    """Split the text after ``#SBATCH`` as sbatch does: quotes, backslashes, ``#`` starting a comment.
+
+    Raises ``ValueError(quote)`` on an unbalanced quote.
+    """
     words: list[str] = []
     current: list[str] | None = None
     quote: str | None = None
@@ -136,7 +204,7 @@ def _words(number: int, line: str) -> list[str]:
                 current.append(char)
         index += 1
     if quote:
-        raise ConfigurationError(f"{_where(number, line)}: unbalanced {quote} quote. {_FIX}")
+        raise ValueError(quote)
     if current is not None:
         words.append("".join(current))
     return words
@@ -195,6 +263,10 @@ _SUPPORTED: dict[str, tuple[str | None, str]] = {
     "overcommit": ("O", "no"),
     "no-kill": ("k", "optional"),
     "kill-on-invalid-dep": (None, "yes"),
+    "distribution": ("m", "yes"),
+    "threads-per-core": (None, "yes"),
+    "deadline": (None, "yes"),
+    "spread-job": (None, "no"),
 }
 
 # sbatch options that only change what the sbatch command prints: no job field, nothing lost.
@@ -212,7 +284,7 @@ _REFUSED: dict[str, tuple[str | None, str]] = {
     "clusters": ("M", "the operator's cluster_id chooses the cluster"),
     "cluster-constraint": (None, "federation is not supported"),
     "propagate": (None, "it reads the limits of the submitting shell, which a REST call does not have"),
-    "batch": (None, "not supported by this provider yet; set job['batch_features']"),
+    "batch": (None, "not supported by this provider; set job['batch_features']"),
     "help": ("h", "it only prints help"),
     "usage": (None, "it only prints help"),
     "version": ("V", "it only prints the version"),
@@ -224,9 +296,7 @@ _REFUSED: dict[str, tuple[str | None, str]] = {
     "core-spec": ("S", "not supported by this provider; set job['core_specification']"),
     "cores-per-socket": (None, "Slurm's REST API (v0.0.41 and later) has no field for it"),
     "cpu-freq": (None, "not supported by this provider; set job['cpu_frequency']"),
-    "deadline": (None, "not supported by this provider; set job['deadline'] (a Unix time)"),
     "delay-boot": (None, "not supported by this provider; set job['delay_boot']"),
-    "distribution": ("m", "not supported by this provider; set job['distribution']"),
     "extra": (None, "the provider uses the job's extra field for its output report; see report_output"),
     "extra-node-info": ("B", "not supported by this provider"),
     "gpu-bind": (None, "not supported by this provider; set job['tres_bind']"),
@@ -248,11 +318,9 @@ _REFUSED: dict[str, tuple[str | None, str]] = {
     "resv-ports": (None, "not supported by this provider"),
     "segment": (None, "not supported by this provider; set job['segment_size']"),
     "sockets-per-node": (None, "not supported by this provider; set job['sockets_per_node']"),
-    "spread-job": (None, "not supported by this provider"),
     "stepmgr": (None, "not supported by this provider"),
     "switches": (None, "not supported by this provider; set job['required_switches']"),
     "thread-spec": (None, "not supported by this provider; set job['thread_specification']"),
-    "threads-per-core": (None, "not supported by this provider; set job['threads_per_core']"),
     "tres-bind": (None, "not supported by this provider; set job['tres_bind']"),
     "tres-per-task": (None, "not supported by this provider; set job['tres_per_task']"),
     "use-min-nodes": (None, "not supported by this provider"),
@@ -322,14 +390,29 @@ def _parse_words(number: int, line: str, words: list[str]) -> Iterator[Directive
                 yield Directive(number, line, long, value)
                 break
         else:
+            # After an --export option the word may be the rest of a value: never shown then.
+            shown = "a word" if any("--e" in w for w in words[:index]) else repr(word)
             raise ConfigurationError(
-                f"{where}: {word!r} is not an option (sbatch options start with - or --; a value with spaces "
+                f"{where}: {shown} is not an option (sbatch options start with - or --; a value with spaces "
                 f"needs quotes). {_FIX}"
             )
 
 
+_NOT_TRANSLATED = "not supported by this provider"
+_REMOVE = "Remove the line, or pass sbatch_directives=False to leave #SBATCH lines as comments."
+
+
 def _refuse(where: str, name: str, reason: str) -> ConfigurationError:
-    return ConfigurationError(f"{where}: --{name} cannot be sent through the Slurm REST API: {reason}. {_FIX}")
+    """Two refusals that never contradict each other: what the REST API cannot express, and what it can
+    (in a job field) but this provider does not read from ``#SBATCH`` lines."""
+    if reason.startswith(_NOT_TRANSLATED):
+        field_hint = reason.removeprefix(_NOT_TRANSLATED).lstrip("; ")
+        instead = f" The REST API can express it: {field_hint} instead, and remove the line." if field_hint else ""
+        return ConfigurationError(
+            f"{where}: --{name} is not read from #SBATCH lines by this provider.{instead} Or pass "
+            "sbatch_directives=False to leave #SBATCH lines as comments."
+        )
+    return ConfigurationError(f"{where}: --{name} cannot be sent through the Slurm REST API: {reason}. {_REMOVE}")
 
 
 def _long_name(name: str, where: str) -> str:
@@ -362,47 +445,12 @@ def _bad(directive: Directive, what: str) -> ConfigurationError:
     return ConfigurationError(f"{directive.where()}: {what}. {_FIX}")
 
 
-_TIME_RE = re.compile(
-    r"^(?:(?P<days>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?|(?P<a>\d+)(?::(?P<b>\d+)(?::(?P<c>\d+))?)?)$"
-)
-
-
-def slurm_minutes(text: str) -> int | None:
-    """Minutes of a Slurm time string (sbatch's formats), ``None`` for UNLIMITED/INFINITE/-1; raises ValueError.
-
-    ``minutes``, ``minutes:seconds``, ``hours:minutes:seconds``, ``days-hours``, ``days-hours:minutes``,
-    ``days-hours:minutes:seconds``. Seconds round up to the next minute, as Slurm does.
-    """
-    value = text.strip().upper()
-    if value in ("UNLIMITED", "INFINITE", "-1"):
-        return None
-    match = _TIME_RE.match(value)
-    if not match:
-        raise ValueError(text)
-    if match["days"] is not None:
-        days, hours = int(match["days"]), int(match["dh"])
-        minutes, seconds = int(match["dm"] or 0), int(match["ds"] or 0)
-    elif match["c"] is not None:
-        days, hours, minutes, seconds = 0, int(match["a"]), int(match["b"]), int(match["c"])
-    elif match["b"] is not None:
-        days, hours, minutes, seconds = 0, 0, int(match["a"]), int(match["b"])
-    else:
-        days, hours, minutes, seconds = 0, 0, int(match["a"]), 0
-    total_seconds = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-    return (total_seconds + 59) // 60
-
-
-_TIME_FIX = "use minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED"
-
-
-def _time(directive: Directive, *, zero_is_infinite: bool) -> dict[str, Any]:
+def _time(directive: Directive) -> dict[str, Any]:
+    """``--time``/``--time-min``: Slurm's reader, shared with ``job["time_limit"]``; 0 is no limit, as in sbatch."""
     try:
-        minutes = slurm_minutes(directive.value or "")
-    except ValueError:
-        raise _bad(directive, f"{directive.value!r} is not a Slurm time ({_TIME_FIX})") from None
-    if minutes is None or (minutes == 0 and zero_is_infinite):
-        return {"set": True, "infinite": True, "number": 0}
-    return {"set": True, "infinite": False, "number": minutes}
+        return time_limit_field(directive.value or "")
+    except SlurmTimeError as exc:
+        raise _bad(directive, f"{directive.value!r} is not a Slurm time: {exc}") from None
 
 
 _SIZE_RE = re.compile(r"^(\d+)([KMGT]?)$", re.IGNORECASE)
@@ -436,10 +484,13 @@ def _count(directive: Directive, *, minimum: int = 1) -> int:
     return int(value)
 
 
-def _text(directive: Directive) -> str:
+def _value(directive: Directive) -> str:
+    """The value an option needs, as written (a path keeps its blanks); refused when empty or with a NUL."""
     value = directive.value or ""
-    if not value.strip() or "\0" in value:
+    if read_text(value, placeholders=False) is None:
         raise _bad(directive, "the value is empty")
+    if "\0" in value:
+        raise _bad(directive, "the value holds a NUL character")
     return value
 
 
@@ -493,7 +544,7 @@ _MAIL_ORDER = [
 
 def _mail_type(directive: Directive) -> list[str]:
     chosen: set[str] = set()
-    for item in _text(directive).upper().split(","):
+    for item in _value(directive).upper().split(","):
         if item.strip() not in _MAIL_TYPES:
             raise _bad(directive, f"{item!r} is not a mail type (one of {', '.join(_MAIL_TYPES)})")
         chosen.update(_MAIL_TYPES[item.strip()])
@@ -528,7 +579,7 @@ _SIGNAL_RE = re.compile(r"^(?:(?P<flags>[RB]{1,2}):)?(?P<sig>[A-Za-z0-9]+)(?:@(?
 
 
 def _signal(directive: Directive) -> dict[str, Any]:
-    value = _text(directive).strip()
+    value = _value(directive).strip()
     match = _SIGNAL_RE.match(value)
     fix = "give [{R|B}:]SIGNAL[@SECONDS], e.g. B:USR1@90"
     if not match:
@@ -554,27 +605,60 @@ def _signal(directive: Directive) -> dict[str, Any]:
 
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_EXPORT_KEYWORDS = ("ALL", "NONE", "NIL")
+
+
+def export_items(value: str) -> list[str]:
+    """The comma-separated items of an ``--export`` value, split as Slurm's ``find_quote_token`` does.
+
+    A comma inside single or double quotes does not split; an item wholly in quotes loses them.
+    Raises ``ValueError`` on an unbalanced quote (Slurm: "Improperly formed environment variable").
+    """
+    items: list[str] = []
+    start = 0
+    single = double = False
+    for index, char in enumerate(value + ","):
+        if char == "'":
+            single = not single
+        elif char == '"':
+            double = not double
+        elif char == "," and not single and not double:
+            item = value[start:index]
+            if len(item) >= 2 and item[0] == item[-1] and item[0] in "'\"":
+                item = item[1:-1]
+            if item:
+                items.append(item)
+            start = index + 1
+    if single or double:
+        raise ValueError("unbalanced quote")
+    return items
 
 
 def _export(directive: Directive, default_environment: tuple[str, ...]) -> dict[str, Any]:
-    items = [item for item in _text(directive).split(",") if item]
+    """``--export``: errors name the variables, never a value (environments hold secrets)."""
+    try:
+        items = export_items(_value(directive))
+    except ValueError:
+        raise _bad(directive, "the value has an unbalanced quote (the value is not shown)") from None
     base = list(default_environment)
     assignments: list[str] = []
     for index, item in enumerate(items):
         upper = item.upper()
-        if index == 0 and upper in ("ALL", "NONE", "NIL"):
+        if index == 0 and upper in _EXPORT_KEYWORDS:
             if upper != "ALL":
                 base = []
             continue
         name, equals, _ = item.partition("=")
         if not equals:
+            # Named only before any NAME=value: after an unquoted comma it may be the rest of a value.
+            shown = repr(item[:60]) if not assignments and _ENV_NAME_RE.match(item) else f"item {index + 1}"
             raise _bad(
                 directive,
-                f"{name!r} would copy a variable of the submitting shell, which a REST call does not have; "
-                f"write {name}=VALUE",
+                f"{shown} would copy a variable of the submitting shell, which a REST call does not have; write "
+                "NAME=VALUE (and quote a value that holds a comma)",
             )
         if not _ENV_NAME_RE.match(name):
-            raise _bad(directive, f"{name!r} is not a variable name")
+            raise _bad(directive, f"item {index + 1} is not a variable name followed by = (the item is not shown)")
         assignments.append(item)
     names = {entry.partition("=")[0] for entry in assignments}
     environment = [entry for entry in base if entry.partition("=")[0] not in names] + assignments
@@ -598,7 +682,7 @@ def _exclusive(directive: Directive, api_version: str | None) -> dict[str, Any]:
 
 def _gpu_tres(directive: Directive) -> str:
     """``gres/gpu:VALUE`` for each comma item of ``[type:]count`` (how sbatch fills the tres_per_* fields)."""
-    value = _text(directive).strip()
+    value = _value(directive).strip()
     for item in value.split(","):
         count = item.rsplit(":", 1)[-1]
         if not count.isdigit() or not item.strip():
@@ -607,7 +691,7 @@ def _gpu_tres(directive: Directive) -> str:
 
 
 def _gres(directive: Directive) -> str:
-    value = _text(directive).strip()
+    value = _value(directive).strip()
     if value.lower() == "none":
         return ""
     items = []
@@ -630,7 +714,8 @@ _BEGIN_RE = re.compile(
 
 
 def _begin(directive: Directive) -> str:
-    value = _text(directive).strip()
+    """``--begin``/``--deadline``: passed on for slurmrestd to read with ``parse_time``, as sbatch reads them."""
+    value = _value(directive).strip()
     if not _BEGIN_RE.match(value):
         raise _bad(
             directive,
@@ -639,8 +724,37 @@ def _begin(directive: Directive) -> str:
     return value  # slurmctld reads it with its own clock and time zone, exactly as for sbatch
 
 
+# verify_dist_type (src/common/proc_args.c): plane=N, or up to three levels of block/cyclic/fcyclic/*,
+# or arbitrary/hostfile, each with an optional ,pack or ,nopack; or pack/nopack alone.
+_LEVEL = r"(?:block|cyclic|fcyclic|\*)"
+_DISTRIBUTION_RE = re.compile(
+    rf"^(?:plane=[0-9]+|(?:(?:arbitrary|hostfile|{_LEVEL}(?::{_LEVEL}){{0,2}})(?:,(?:pack|nopack))?)|pack|nopack)$",
+    re.IGNORECASE,
+)
+
+
+def _distribution(directive: Directive) -> str:
+    """``--distribution``: slurmrestd reads the text with sbatch's own ``verify_dist_type``, so it is passed on."""
+    value = _value(directive).strip()
+    if not _DISTRIBUTION_RE.match(value):
+        raise _bad(
+            directive,
+            f"{value!r} is not a distribution sbatch reads (block, cyclic, plane=N, arbitrary, with up to three "
+            "levels such as block:cyclic:fcyclic, and ,pack or ,nopack)",
+        )
+    if value.lower().startswith("plane=") and int(value[6:] or 0) == 0:
+        raise _bad(directive, f"{value!r}: the plane size must be at least 1")
+    if value.lower() in ("arbitrary", "hostfile") or value.lower().startswith(("arbitrary,", "hostfile,")):
+        raise _bad(
+            directive,
+            "arbitrary is not read by this provider (sbatch derives the task count and SLURM_ARBITRARY_NODELIST "
+            "from the node list or the submitting host's SLURM_HOSTFILE); give --nodelist and --ntasks instead",
+        )
+    return value
+
+
 def _hostlist(directive: Directive) -> str:
-    value = _text(directive).strip()
+    value = _value(directive).strip()
     if "/" in value:
         raise _bad(directive, f"{value!r} looks like a file: a REST call cannot read files; list the nodes")
     return value
@@ -648,7 +762,7 @@ def _hostlist(directive: Directive) -> str:
 
 def _path(directive: Directive) -> str:
     # %j, %A, %a, %x, %u... are expanded by Slurm itself, as for sbatch: passed on verbatim.
-    return _text(directive)
+    return _value(directive)
 
 
 def _nice(directive: Directive) -> int:
@@ -688,10 +802,10 @@ def _builders(api_version: str | None, default_environment: tuple[str, ...]) -> 
         return lambda d: {name: convert(d)}
 
     return {
-        "job-name": one("name", _text),
-        "partition": one("partition", _text),
-        "time": one("time_limit", lambda d: _time(d, zero_is_infinite=True)),
-        "time-min": one("time_minimum", lambda d: _time(d, zero_is_infinite=False)),
+        "job-name": one("name", _value),
+        "partition": one("partition", _value),
+        "time": one("time_limit", _time),
+        "time-min": one("time_minimum", _time),
         "nodes": _nodes,
         "ntasks": one("tasks", _count),
         "ntasks-per-node": one("tasks_per_node", _count),
@@ -706,22 +820,22 @@ def _builders(api_version: str | None, default_environment: tuple[str, ...]) -> 
         "error": one("standard_error", _path),
         "input": one("standard_input", _path),
         "chdir": one("current_working_directory", _chdir),
-        "account": one("account", _text),
-        "qos": one("qos", _text),
-        "constraint": one("constraints", _text),
-        "prefer": one("prefer", _text),
+        "account": one("account", _value),
+        "qos": one("qos", _value),
+        "constraint": one("constraints", _value),
+        "prefer": one("prefer", _value),
         "exclusive": lambda d: _exclusive(d, api_version),
         "oversubscribe": lambda d: {"shared": ["oversubscribe"]},
         "array": one("array", _array),
-        "dependency": one("dependency", _text),
+        "dependency": one("dependency", _value),
         "requeue": lambda d: {"requeue": True},
         "no-requeue": lambda d: {"requeue": False},
         "signal": _signal,
         "export": lambda d: _export(d, default_environment),
         "mail-type": one("mail_type", _mail_type),
-        "mail-user": one("mail_user", _text),
-        "comment": one("comment", _text),
-        "reservation": one("reservation", _text),
+        "mail-user": one("mail_user", _value),
+        "comment": one("comment", _value),
+        "reservation": one("reservation", _value),
         "begin": one("begin_time", _begin),
         "hold": lambda d: {"hold": True},
         "nice": one("nice", _nice),
@@ -729,17 +843,21 @@ def _builders(api_version: str | None, default_environment: tuple[str, ...]) -> 
         "nodelist": one("required_nodes", _hostlist),
         "tmp": one("temporary_disk_per_node", _size),
         "open-mode": one("open_mode", _open_mode),
-        "licenses": one("licenses", _text),
-        "wckey": one("wckey", _text),
+        "licenses": one("licenses", _value),
+        "wckey": one("wckey", _value),
         "contiguous": lambda d: {"contiguous": True},
         "overcommit": lambda d: {"overcommit": True},
         "no-kill": lambda d: {"kill_on_node_fail": not _no_kill(d)},
         "kill-on-invalid-dep": lambda d: {"flags": [_invalid_dependency_flag(d)]},
+        "distribution": one("distribution", _distribution),
+        "threads-per-core": one("threads_per_core", _count),
+        "deadline": one("deadline", _begin),
+        "spread-job": lambda d: {"flags": ["SPREAD_JOB"]},
     }
 
 
 def _chdir(directive: Directive) -> str:
-    value = _text(directive)
+    value = _value(directive)
     if not value.startswith("/"):
         raise _bad(
             directive,
@@ -753,14 +871,14 @@ _ARRAY_RE = re.compile(r"^\d+(-\d+(:\d+)?)?(,\d+(-\d+(:\d+)?)?)*(%\d+)?$")
 
 
 def _array(directive: Directive) -> str:
-    value = _text(directive).strip()
+    value = _value(directive).strip()
     if not _ARRAY_RE.match(value):
         raise _bad(directive, f"{value!r} is not an array specification (e.g. 0-9, 1,3,5, 0-15:4 or 0-99%10)")
     return value
 
 
 def _open_mode(directive: Directive) -> list[str]:
-    value = _text(directive).strip().upper()
+    value = _value(directive).strip().upper()
     if value not in _OPEN_MODES:
         raise _bad(directive, f"{directive.value!r} is not an open mode (append or truncate)")
     return [_OPEN_MODES[value]]
@@ -814,6 +932,10 @@ def directive_fields(
             tres_per_task.append((_gpu_tres(directive), directive))
             continue
         for name, value in builders[directive.option](directive).items():
+            if name == "flags" and name in result.fields:  # --spread-job and --kill-on-invalid-dep add up
+                result.fields[name] = [*result.fields[name], *value]
+                result.sources[name].append(directive)
+                continue
             result.fields[name] = value
             result.sources[name] = [directive]
         if key == "cpus-per-task":  # sbatch 24.11 also sends the CPUs as a TRES of each task
@@ -824,7 +946,25 @@ def directive_fields(
     if tres_per_task:
         result.fields["tres_per_task"] = ",".join(value for value, _ in tres_per_task)
         result.sources["tres_per_task"] = [directive for _, directive in tres_per_task]
+    if "threads-per-core" in last:
+        _threads_per_core_extras(result, last)
     return result
+
+
+def _threads_per_core_extras(result: DirectiveFields, last: Mapping[str, Directive]) -> None:
+    """What sbatch does besides sending ``threads_per_core`` (``src/sbatch/opt.c``, measured on 24.11).
+
+    It puts ``SLURM_THREADS_PER_CORE`` in the job's environment (srun in the job reads it), and with
+    ``--nodes=N`` (one count) and no task count it asks for N x threads tasks.
+    """
+    directive = last["threads-per-core"]
+    threads = result.fields["threads_per_core"]
+    result.environment["SLURM_THREADS_PER_CORE"] = str(threads)
+    result.sources.setdefault("SLURM_THREADS_PER_CORE", []).append(directive)
+    low, high = result.fields.get("minimum_nodes"), result.fields.get("maximum_nodes")
+    if low is not None and low == high and "ntasks" not in last and "ntasks-per-node" not in last:
+        result.fields["tasks"] = max(low, 1) * threads
+        result.sources["tasks"] = [last["nodes"], directive]
 
 
 def apply_directives(
@@ -866,4 +1006,8 @@ def apply_directives(
             continue
         merged[name] = value
         result.applied.append(name)
+    if found.environment and "threads_per_core" in result.applied:
+        merged["environment"] = add_environment(merged, found.environment)["environment"]
+        shown = ", ".join(f"{name}={value}" for name, value in found.environment.items())
+        result.notes.append(f"{shown} added to the job's environment, as sbatch does for #SBATCH --threads-per-core.")
     return result

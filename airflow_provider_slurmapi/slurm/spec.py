@@ -12,21 +12,19 @@ import copy
 import datetime
 import hashlib
 import hmac
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_slurmapi.slurm.errors import ConfigurationError
+from airflow_provider_slurmapi.slurm.slurm_time import SlurmTimeError, time_limit_field
+from airflow_provider_slurmapi.slurm.values import preview
 
 DEFAULT_WORKING_DIRECTORY = "/tmp"
 DEFAULT_ENVIRONMENT: tuple[str, ...] = ("PATH=/usr/local/bin:/usr/bin:/bin",)
 TAG_PREFIX = "airflow-ti="
 # Clocks of Airflow and slurmctld may differ by this much when submit times are compared.
 CLOCK_SKEW_SECONDS = 60
-
-_TIME_RE = re.compile(r"^(?:(?P<days>\d+)-)?(?P<a>\d+)(?::(?P<b>\d+))?(?::(?P<c>\d+))?$")
-_INFINITE = {"UNLIMITED", "INFINITE"}
 
 
 @dataclass(slots=True)
@@ -74,14 +72,16 @@ def task_comment(tag: str, dag_id: str, task_id: str, run_id: str, map_index: in
 
 
 def parse_time_limit(value: Any) -> dict[str, Any]:
-    """Read a time limit in minutes into Slurm's ``{"set", "infinite", "number"}`` form.
+    """Read a time limit into Slurm's ``{"set", "infinite", "number"}`` form.
 
-    Accepts an int (minutes), a ``timedelta``, Slurm's own strings (``"90"``, ``"1:30:00"``,
-    ``"2-00:00:00"``, ``"UNLIMITED"``) and the ``{"set": true, "number": N}`` form itself.
+    Accepts an int (minutes), a ``timedelta`` (seconds round up), the ``{"set": true, "number": N}``
+    form itself, and any string ``sbatch --time`` takes, read by the same reader as ``#SBATCH --time``
+    (:mod:`~airflow_provider_slurmapi.slurm.slurm_time`): ``"90"``, ``"1:30:00"``, ``"0-5:30"``,
+    ``"2-00:00:00"``, and ``"0"``, ``"-1"``, ``"UNLIMITED"``, ``"infinite"`` for no limit.
     """
     fix = (
-        "Give minutes as an int (720), a timedelta, a Slurm time string ('12:00:00', '2-00:00:00') "
-        "or {'set': True, 'number': 720}."
+        "Give minutes as an int (720), a timedelta, a Slurm time string ('12:00:00', '0-12', '2-00:00:00', "
+        "'UNLIMITED') or {'set': True, 'number': 720}."
     )
     if isinstance(value, bool):
         raise ConfigurationError(f"job.time_limit={value!r} is not a time limit. {fix}")
@@ -94,37 +94,20 @@ def parse_time_limit(value: Any) -> dict[str, Any]:
             return {"set": True, "infinite": True, "number": 0}
         number = value.get("number")
         if isinstance(number, bool) or not isinstance(number, int):
-            raise ConfigurationError(f"job.time_limit={dict(value)!r} has no integer 'number'. {fix}")
+            raise ConfigurationError(f"job.time_limit={preview(dict(value))} has no integer 'number'. {fix}")
         minutes = number
     elif isinstance(value, str):
-        text = value.strip().upper()
-        if text in _INFINITE:
-            return {"set": True, "infinite": True, "number": 0}
-        minutes = _minutes_from_slurm_time(text, value, fix)
+        try:
+            return time_limit_field(value)
+        except SlurmTimeError as exc:
+            raise ConfigurationError(f"job.time_limit={preview(value)} is not a Slurm time: {exc}. {fix}") from None
     else:
-        raise ConfigurationError(f"job.time_limit={value!r} ({type(value).__name__}) is not a time limit. {fix}")
+        raise ConfigurationError(f"job.time_limit={preview(value)} ({type(value).__name__}) is not a time limit. {fix}")
     if minutes <= 0:
-        raise ConfigurationError(f"job.time_limit={value!r} must be at least 1 minute. {fix}")
+        raise ConfigurationError(
+            f"job.time_limit={preview(value)} must be at least 1 minute (for no limit, give 'UNLIMITED'). {fix}"
+        )
     return {"set": True, "infinite": False, "number": minutes}
-
-
-def _minutes_from_slurm_time(text: str, original: str, fix: str) -> int:
-    match = _TIME_RE.match(text)
-    if not match:
-        raise ConfigurationError(f"job.time_limit={original!r} is not a Slurm time. {fix}")
-    days = int(match["days"] or 0)
-    a, b, c = (int(g) if g is not None else None for g in (match["a"], match["b"], match["c"]))
-    if days:
-        # D-HH[:MM[:SS]]
-        hours, minutes, seconds = a or 0, b or 0, c or 0
-    elif b is None:
-        return (a or 0) + days * 1440  # plain minutes
-    elif c is None:
-        hours, minutes, seconds = 0, a or 0, b  # MM:SS
-    else:
-        hours, minutes, seconds = a or 0, b, c  # HH:MM:SS
-    total = days * 1440 + hours * 60 + minutes + (1 if seconds else 0)
-    return total
 
 
 def _environment(value: Any) -> list[str]:

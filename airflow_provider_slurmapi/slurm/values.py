@@ -77,3 +77,34 @@ def as_int(value: Any) -> int | None:
     else:
         return None
     return number if -_MAX_MAGNITUDE < number < _MAX_MAGNITUDE else None
+
+
+# What Slurm prints where a text field has no value.
+_PLACEHOLDERS = frozenset({"None assigned", "(null)"})
+
+
+class NotText(ValueError):
+    """A value that is neither text nor a number Slurm printed as text (``read_text(strict=True)``)."""
+
+
+def read_text(value: Any, *, strict: bool = False, limit: int | None = None, placeholders: bool = True) -> str | None:
+    """The one reader of text, for Slurm's answers and for what users write.
+
+    Returns the text trimmed, with lone surrogates replaced, cut to ``limit`` characters; ``None`` for
+    no text: ``None``, blanks, and (with ``placeholders``) Slurm's ``(null)`` and ``None assigned``.
+    Other shapes: ``None``, or with ``strict`` a number Slurm printed as text becomes its text and
+    anything else (a bool, a list, an object) raises :class:`NotText`, so a reader can name the field.
+    """
+    if isinstance(value, str):
+        text = clean_text(value).strip()
+    elif not strict or value is None:
+        return None
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        text = preview(value)
+    else:
+        raise NotText(preview(value))
+    if not text or (placeholders and text in _PLACEHOLDERS):
+        return None
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return text

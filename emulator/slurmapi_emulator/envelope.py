@@ -17,6 +17,8 @@ from .config import EnvelopeMode
 from .slurm_api import BackendAnswer
 
 MAX_REQUEST_BYTES = 1_048_576
+# The front end reads the envelope with protobuf's JSON parser, which refuses nesting deeper than 100.
+MAX_NESTING = 100
 METHODS = {"HTTP_METHOD_GET": "GET", "HTTP_METHOD_POST": "POST", "HTTP_METHOD_DELETE": "DELETE"}
 REQUEST_FIELDS = {"method", "path", "body"}
 RUN_PERMISSION = "aiplatform.googleapis.com/modelDevelopmentClusters.run"
@@ -84,10 +86,17 @@ def parse_request(raw: bytes, *, reject_query_strings: bool) -> SlurmCall:
         raise GoogleFrontEndError(
             400, "INVALID_ARGUMENT", f"Request payload size exceeds the limit: {MAX_REQUEST_BYTES} bytes."
         )
+    too_deep = GoogleFrontEndError(
+        400, "INVALID_ARGUMENT", f"Invalid JSON payload received. Message nesting is deeper than {MAX_NESTING}."
+    )
     try:
         data = json.loads(raw) if raw.strip() else {}
+    except RecursionError:
+        raise too_deep from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise GoogleFrontEndError(400, "INVALID_ARGUMENT", f"Invalid JSON payload received. {exc}") from exc
+    if nesting(data) > MAX_NESTING:
+        raise too_deep
     if not isinstance(data, dict):
         raise GoogleFrontEndError(
             400, "INVALID_ARGUMENT", "Invalid JSON payload received. Root element must be a message."
@@ -124,6 +133,21 @@ def parse_request(raw: bytes, *, reject_query_strings: bool) -> SlurmCall:
         )
     verb = METHODS[method]
     return SlurmCall(verb, path, body if verb == "POST" else None)
+
+
+def nesting(value: Any) -> int:
+    """How deep lists and objects nest in a parsed JSON value, counted without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            depth += 1
+            deepest = max(deepest, depth)
+            stack.extend((child, depth) for child in item if isinstance(child, dict | list))
+    return deepest
 
 
 def encode_answer(resp: BackendAnswer, mode: EnvelopeMode) -> str:

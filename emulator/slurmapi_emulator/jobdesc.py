@@ -84,6 +84,11 @@ def _conv_error(fieldname: str, expected: str, value: Any) -> SubmitRejected:
     return SubmitRejected(500, [error_entry(9202, f"Expected {expected} but got {got}", f"#/job/{fieldname}/")])
 
 
+# Slurm's data parser reads integers into at most 64 bits; ASCII digits only (str.isdigit takes "²").
+_INTEGER_RE = re.compile(r"\s*[-+]?[0-9]+\s*")
+_INT64_MIN, _UINT64_MAX = -(2**63), 2**64 - 1
+
+
 def _int(job: JsonDict, name: str) -> int | None:
     """A plain integer field; strings of digits are converted like Slurm's data parser does."""
     value = job.get(name)
@@ -91,13 +96,16 @@ def _int(job: JsonDict, name: str) -> int | None:
         return None
     if isinstance(value, bool):
         raise _conv_error(name, "integer", value)
+    number: int | None = None
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and re.fullmatch(r"\s*[-+]?\d+\s*", value):
-        return int(value)
-    raise _conv_error(name, "integer", value)
+        number = value
+    elif (isinstance(value, float) and value.is_integer()) or (
+        isinstance(value, str) and _INTEGER_RE.fullmatch(value) and len(value.strip().lstrip("+-0")) <= 20
+    ):
+        number = int(value)
+    if number is None or not _INT64_MIN <= number <= _UINT64_MAX:
+        raise _conv_error(name, "integer", value if not isinstance(value, str) else value[:40])
+    return number
 
 
 def _no_val_int(job: JsonDict, name: str) -> tuple[int | None, bool]:

@@ -34,14 +34,16 @@ from .slurm_json import (
 )
 
 # Slurm's relative times in query filters, e.g. "now-3600seconds" (what v0.0.40/41 accept).
-_RELATIVE_TIME = re.compile(r"^now(?:-(\d+)(seconds|minutes|hours|days)?)?$")
+_RELATIVE_TIME = re.compile(r"^now(?:-([0-9]{1,12})(seconds|minutes|hours|days)?)?$")
 _TIME_UNITS = {"seconds": 1, "minutes": 60, "hours": 3600, "days": 86400}
 
 _PATH_RE = re.compile(r"^/(slurm|slurmdb)/(v\d+\.\d+\.\d+)(/[^?]*)?$")
 _JOB_RE = re.compile(r"^/job/([^/]+)/?$")
 # what slurmrestd accepts as a job id: JOB, JOB_TASK (array), JOB.STEP, JOB+OFFSET (HetJob)
-_SELECTED_STEP_RE = re.compile(r"^(\d+)(?:([_.+])(\d+|batch|extern|interactive))?$")
+_SELECTED_STEP_RE = re.compile(r"^([0-9]+)(?:([_.+])([0-9]+|batch|extern|interactive))?$")
 MAX_JOB_ID = 0x03FF0000
+# slurmrestd 24.11 cannot parse a job id of 0 or from here up (422, "Failure parsing parameters").
+UNPARSABLE_JOB_ID = 0xFFFFFFFD
 _ZERO_NUM = dumps(num(0))
 _SUBMIT_SOURCE = "slurm_submit_batch_job()"
 
@@ -117,10 +119,23 @@ def _already_done(step_id: str, job_id: int) -> JsonDict:
     }
 
 
+def unsigned(text: str, limit: int = 2**64) -> int | None:
+    """An ASCII decimal below ``limit`` (Slurm's parsers read at most 64 bits); ``None`` for anything else.
+
+    Never ``int()`` of unchecked text: ``str.isdigit`` accepts "²" and other non-ASCII digits, and Python refuses to
+    convert more than 4300 digits, and either would end a request in a traceback.
+    """
+    text = text.strip()
+    if not text.isascii() or not text.isdigit() or len(text.lstrip("0")) > 20:
+        return None
+    number = int(text)
+    return number if number < limit else None
+
+
 def _parse_signal(text: str) -> int | None:
     text = text.strip().upper()
-    if text.isdigit():
-        return int(text)
+    if text.isascii() and text.isdigit():
+        return unsigned(text, 65)
     name = text if text.startswith("SIG") else f"SIG{text}"
     try:
         return int(signal.Signals[name])
@@ -188,9 +203,8 @@ class SlurmModelApi:
 
     @staticmethod
     def _job_id(text: str) -> int | None:
-        if text.isdigit() and 0 < int(text) < 2**32:
-            return int(text)
-        return None
+        number = unsigned(text, 2**32)
+        return number if number else None
 
     # ---------------------------------------------------------------- dispatch
     async def call(self, method: str, path: str, body: Any) -> BackendAnswer:
@@ -223,8 +237,10 @@ class SlurmModelApi:
             selected = _SELECTED_STEP_RE.match(job_match.group(1))
             if selected is None:
                 return self._bad_query(version, "op_handler_job", "Rejecting request. Failure parsing parameters")
-            job_id = int(selected.group(1))
-            if not 0 < job_id < MAX_JOB_ID:
+            job_id = unsigned(selected.group(1), UNPARSABLE_JOB_ID) or 0
+            if not job_id:
+                return self._bad_query(version, "op_handler_job", "Rejecting request. Failure parsing parameters")
+            if job_id >= MAX_JOB_ID:
                 errors = [error_entry(2017, f"Invalid JobID={job_id} rejected", "op_handler_job")]
                 return self._errors(404, version, errors)
             if method == "GET":
@@ -366,9 +382,10 @@ class SlurmModelApi:
     def _jobs(self, version: str, params: list[tuple[str, str]]) -> BackendAnswer:
         update = _values(params, "update_time")
         if update:
-            if not update[-1].strip().isdigit():
+            parsed = unsigned(update[-1])
+            if parsed is None:
                 return self._bad_query(version, "op_handler_jobs")
-            since = int(update[-1])
+            since = parsed
             if since >= self.cluster.last_update:
                 warning = warning_entry(
                     f"No job changes since update_time[{since}]={local_iso(since)}", "op_handler_jobs"
@@ -496,9 +513,9 @@ class SlurmModelApi:
             if relative:
                 amount = int(relative.group(1) or 0) * _TIME_UNITS[relative.group(2) or "seconds"]
                 window.append(int(time.time()) - amount)
-            elif text.isdigit() and version not in ("v0.0.40", "v0.0.41"):
-                window.append(int(text))
-            elif text.isdigit():  # like real 24.11: these versions refuse a Unix time here
+            elif unsigned(text) is not None and version not in ("v0.0.40", "v0.0.41"):
+                window.append(unsigned(text))
+            elif unsigned(text) is not None:  # like real 24.11: these versions refuse a Unix time here
                 return self._errors(
                     422,
                     version,

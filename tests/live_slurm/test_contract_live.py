@@ -142,6 +142,8 @@ def run_contract_script(client: EnvelopeClient, cwd: str) -> Transcript:
         return client.call("GET", f"/slurm/{version}/job/{job_id}")
 
     t.replies["ping"] = client.call("GET", f"/slurm/{V}/ping")
+    for key, odd_id in ODD_JOB_IDS.items():
+        t.replies[f"odd_job_id_{key}"] = get(odd_id)
 
     # Four jobs at once: one that completes, one that exits 3, one cancelled while running, one held.
     scripts = {
@@ -486,6 +488,23 @@ def test_final_job_records_agree(
     if signal is not None:
         assert real_s["signal"] == signal, real_s
     assert emu_s == real_s, f"{key}: final live record differs:\n emulator  {emu_s}\n real Slurm {real_s}"
+
+
+# Job ids slurmrestd cannot parse (422) or parses and refuses (404); the emulator once crashed on the long one.
+ODD_JOB_IDS: dict[str, int | str] = {
+    "zero": 0,
+    "20_digits": "9" * 20,
+    "5000_digits": "9" * 5000,
+    "beyond_parse": 4294967293,
+    "beyond_max": 4000000000,
+}
+
+
+@pytest.mark.parametrize("key", list(ODD_JOB_IDS))
+def test_odd_job_ids_get_the_answer_of_real_slurmrestd(key: str, transcripts: tuple[Transcript, Transcript]) -> None:
+    real, emu = (t.replies[f"odd_job_id_{key}"] for t in transcripts)
+    assert (real.http_status, real.status) == (emu.http_status, emu.status), (real, emu)
+    assert [e["description"] for e in real.body["errors"]] == [e["description"] for e in emu.body["errors"]]
 
 
 def test_unknown_job_is_404_with_2017(transcripts: tuple[Transcript, Transcript]) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_slurmapi.slurm.sbatch import apply_directives, read_directives
-from airflow_provider_slurmapi.slurm.spec import DEFAULT_ENVIRONMENT
+from airflow_provider_slurmapi.slurm.spec import DEFAULT_ENVIRONMENT, parse_time_limit
 from tests.live_slurm.conftest import make_hook
 from tests.live_slurm.lab import Lab
 
@@ -99,6 +99,22 @@ CASES: list[tuple[str, list[str], list[str]]] = [
     ("several-on-one-line", ["-J one-line -p debug -t 1:00:00 -n 1 -c 1 --nice=7"], ["name", "time_limit", "nice"]),
     ("abbreviated", ["--part=debug --mail-u=abbrev@example.com"], ["partition", "mail_user"]),
     ("later-wins", ["--time=10", "--time=20", "--requeue", "--no-requeue"], ["time_limit", "requeue"]),
+    # The four options the provider used to refuse (issue 17); --distribution is not in the record, so it
+    # is judged by the job's environment in test_distribution_and_threads_give_the_job_what_sbatch_gives_it.
+    ("threads-per-core", ["--threads-per-core=1"], ["threads_per_core", "tasks"]),
+    ("threads-per-core-nodes", ["-N 1", "--threads-per-core=1"], ["threads_per_core", "tasks", "flags"]),
+    ("deadline-relative", ["--deadline=now+7days"], ["deadline"]),
+    ("deadline-absolute", ["--deadline=2031-01-02T03:04:05"], ["deadline"]),
+    ("spread-job", ["--spread-job"], ["flags"]),
+    ("spread-job-and-kill", ["--spread-job", "--kill-on-invalid-dep=yes"], ["flags"]),
+    # Slurm's time forms: a sample of what slurm_time reads, both through #SBATCH and job['time_limit'].
+    ("time-d-hh-mm-short", ["--time=0-5:30"], ["time_limit"]),
+    ("time-d-hh-zero-days", ["--time=0-2"], ["time_limit"]),
+    ("time-days-dash", ["--time=2-"], ["time_limit"]),
+    ("time-minus-zero", ["--time=-0"], ["time_limit"]),
+    ("time-minus-one", ["--time=-1"], ["time_limit"]),
+    ("time-leading-zeros", ["--time=0090"], ["time_limit"]),
+    ("time-mm-ss-carry", ["--time=59:01"], ["time_limit"]),
 ]
 
 
@@ -164,10 +180,14 @@ def _normalise(record: dict[str, Any], fields: list[str]) -> dict[str, Any]:
             value = value.replace(job_id, "<id>")
         if name == "comment" and isinstance(value, str):
             value = value.split(" | airflow")[0].split(" | ")[0]  # our path appends the task tag
+        if name == "deadline" and isinstance(value, dict):
+            value = value["number"] - submit  # now+7days counts from each job's own submit time
         if name == "eligible_time" and isinstance(value, dict):
             value = value["number"] - submit  # now+7days counts from each job's own submit time
         if name == "flags" and isinstance(value, list):
-            value = sorted(flag for flag in value if "INVALID_DEPENDENCY" in flag or "EXACT" in flag)
+            value = sorted(
+                flag for flag in value if "INVALID_DEPENDENCY" in flag or "EXACT" in flag or "SPREAD" in flag
+            )
         out[name] = value
     return out
 
@@ -261,9 +281,17 @@ def test_sbatch_and_our_rest_path_give_the_same_job(
     got = _normalise(mine.raw, fields)
     if case == "begin-relative":  # slurmrestd and sbatch may read "now" in different seconds
         assert abs(got.pop("eligible_time") - expected.pop("eligible_time")) <= 2, (real.raw, mine.raw)
+    if case == "deadline-relative":
+        assert abs(got.pop("deadline") - expected.pop("deadline")) <= 2, (real.raw, mine.raw)
+    if case == "deadline-absolute":
+        assert got.pop("deadline") + mine.raw["submit_time"]["number"] == _unix("2031-01-02T03:04:05")
+        assert expected.pop("deadline") + real.raw["submit_time"]["number"] == _unix("2031-01-02T03:04:05")
     if case == "begin-absolute":
         assert expected["eligible_time"] + real.raw["submit_time"]["number"] == _unix("2031-01-02T03:04:05")
     assert got == expected, f"{case}: sbatch gave {expected}, our path gave {got}\n{script}"
+    times = [d.value for d in read_directives(script) if d.option == "time"]
+    if times and times[-1] is not None:  # job['time_limit'] sends what #SBATCH --time sent: what sbatch sent
+        assert parse_time_limit(times[-1]) == applied.job["time_limit"], (case, times[-1])
     # The case's own lines were read into job fields (not two defaults compared).
     own = "#!/bin/bash\n" + "".join(f"#SBATCH {line.replace('{target}', str(target))}\n" for line in lines)
     assert apply_directives({}, own).applied, f"{case}: no job field read from {lines}"
@@ -335,3 +363,32 @@ def test_signal_reaches_the_script_as_with_sbatch(lab: Lab, gateway: Any, submit
         outputs[way] = (record.state, path.read_text() if path.exists() else "")
         path.unlink(missing_ok=True)
     assert outputs["ours"] == outputs["sbatch"] == ("COMPLETED", "got USR1\n"), outputs
+
+
+def test_distribution_and_threads_give_the_job_what_sbatch_gives_it(
+    lab: Lab, gateway: Any, submitted: list[int]
+) -> None:
+    """``--distribution`` is not in the job record, and ``--threads-per-core`` also sets a variable:
+    judged by the job's own environment, which srun in the job reads."""
+    chroot = LAB_DIR / "chroot"
+    outputs = {}
+    for way in ("sbatch", "ours"):
+        name = f"sbatch-contract-layout-{way}-{uuid.uuid4().hex[:8]}.out"
+        host = (chroot / "tmp" / name) if chroot.is_dir() else Path("/tmp") / name
+        script = (
+            "#!/bin/bash\n"
+            f"#SBATCH --job-name={NAME}-layout --time=2 --output=/tmp/{name}\n"
+            "#SBATCH -N 1 --distribution=cyclic:block --threads-per-core=1 --spread-job\n"
+            "env | grep -E '^SLURM_(DISTRIBUTION|THREADS_PER_CORE|NTASKS|NPROCS|DIST_PLANESIZE)=' | sort\n"
+        )
+        if way == "sbatch":
+            job_id = _sbatch(script)
+        else:
+            applied = apply_directives({}, script, api_version="v0.0.42", default_environment=DEFAULT_ENVIRONMENT)
+            job_id = make_hook(gateway).submit_job(applied.job, script).job_id
+        submitted.append(job_id)
+        assert lab.final(job_id, timeout=120).return_code == 0
+        outputs[way] = host.read_text()
+        host.unlink()
+    assert outputs["ours"] == outputs["sbatch"], outputs
+    assert "SLURM_DISTRIBUTION=cyclic:block" in outputs["sbatch"] and "SLURM_THREADS_PER_CORE=1" in outputs["sbatch"]

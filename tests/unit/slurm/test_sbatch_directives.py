@@ -16,8 +16,8 @@ from airflow_provider_slurmapi.slurm.sbatch import (
     directive_lines,
     megabytes,
     read_directives,
-    slurm_minutes,
 )
+from airflow_provider_slurmapi.slurm.slurm_time import slurm_minutes
 from airflow_provider_slurmapi.slurm.spec import DEFAULT_ENVIRONMENT, prepare_submission
 
 
@@ -364,3 +364,72 @@ def test_export_values_never_reach_an_error_or_a_note() -> None:
     assert "hunter2" not in str(raised.value)
     applied = apply_directives({"environment": ["A=1"]}, "#!/bin/bash\n#SBATCH --export=API_KEY=hunter2\n")
     assert "hunter2" not in "".join(applied.notes) and "--export=API_KEY=***" in "".join(applied.notes)
+
+
+# -- the four options sbatch accepts that the provider used to refuse (issue 17) ---------------------------
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("--distribution=cyclic:block", {"distribution": "cyclic:block"}),
+        ("-m block", {"distribution": "block"}),
+        ("--distribution=block:*:fcyclic,pack", {"distribution": "block:*:fcyclic,pack"}),
+        ("--distribution=plane=4", {"distribution": "plane=4"}),
+        ("--distribution=nopack", {"distribution": "nopack"}),
+        ("--threads-per-core=1", {"threads_per_core": 1}),
+        ("--deadline=now+1day", {"deadline": "now+1day"}),
+        ("--deadline=2031-01-02T03:04:05", {"deadline": "2031-01-02T03:04:05"}),
+        ("--spread-job", {"flags": ["SPREAD_JOB"]}),
+    ],
+)
+def test_distribution_threads_deadline_and_spread_job_are_translated(line: str, expected: dict[str, Any]) -> None:
+    assert fields(line) == expected
+
+
+def test_spread_job_and_kill_on_invalid_dep_share_the_flags() -> None:
+    assert fields("--spread-job", "--kill-on-invalid-dep=yes")["flags"] == ["SPREAD_JOB", "KILL_INVALID_DEPENDENCY"]
+
+
+def test_threads_per_core_asks_for_nodes_times_threads_tasks_as_sbatch_does() -> None:
+    assert fields("-N 2", "--threads-per-core=2")["tasks"] == 4
+    assert "tasks" not in fields("-N 1-2", "--threads-per-core=2")  # a node range: sbatch leaves the tasks unset
+    assert fields("-N 2", "-n 3", "--threads-per-core=2")["tasks"] == 3
+
+
+def test_threads_per_core_puts_slurm_threads_per_core_in_the_environment() -> None:
+    script = "#!/bin/bash\n#SBATCH --threads-per-core=1\ntrue\n"
+    applied = apply_directives({"environment": {"HOME": "/home/me"}}, script)
+    assert applied.job["environment"] == ["HOME=/home/me", "SLURM_THREADS_PER_CORE=1"]
+    applied = apply_directives({"threads_per_core": 2}, script)  # job wins, and sbatch's variable with it
+    assert "environment" not in applied.job
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("--distribution=round", r"not a distribution sbatch reads"),
+        ("--distribution=plane=0", r"plane size must be at least 1"),
+        ("--distribution=arbitrary", r"--nodelist and --ntasks"),
+        ("--threads-per-core=0", r"at least 1"),
+        ("--deadline=someday", r"not a time sbatch reads"),
+        ("--spread-job=yes", r"--spread-job takes no value"),
+    ],
+)
+def test_bad_values_of_the_four_options_are_refused(line: str, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        fields(line)
+
+
+def test_an_option_the_api_cannot_express_is_never_told_to_go_into_a_job_field() -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        fields("--wait")
+    assert "cannot be sent through the Slurm REST API" in str(raised.value)
+    assert "job[" not in str(raised.value) and "job={" not in str(raised.value)
+
+
+def test_an_option_the_api_can_express_but_the_provider_does_not_read_names_the_field() -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        fields("--acctg-freq=10")
+    message = str(raised.value)
+    assert "cannot be sent" not in message
+    assert "is not read from #SBATCH lines by this provider" in message
+    assert "set job['account_gather_frequency'] instead" in message
