@@ -1,5 +1,6 @@
-"""What this provider takes from Airflow beyond its stable API: the few names whose home moved
-between Airflow 3.x and 2.11, and the internal names of Airflow's it has to match.
+"""What this provider takes from Airflow: the few names whose home moved between Airflow 3.x and 2.x
+(2.10.5, 2.11), and the one internal name of Airflow's it still has to match (on 2.x only, see
+:func:`is_deferral_timeout`).
 
 Imported straight from ``airflow.sdk`` on Airflow 3 (not through ``common.compat``, whose lazy
 table costs DAG parsing a few hundred milliseconds).
@@ -20,21 +21,42 @@ def _version_tuple(text: str) -> tuple[int, int]:
 AIRFLOW_V_3_0_PLUS = _version_tuple(_AIRFLOW_VERSION) >= (3, 0)
 # From 3.3 the triggerer calls ``trigger.on_kill()`` when a user marks or clears a deferred task.
 AIRFLOW_V_3_3_PLUS = _version_tuple(_AIRFLOW_VERSION) >= (3, 3)
-# How Airflow resumes a deferred task whose trigger timed out (``execution_timeout`` or a sensor's
-# ``timeout``): next_method "__fail__" with this error (2.11's scheduler words it its own way). Both
-# are internal names of Airflow's.
-TRIGGER_FAIL_METHOD = "__fail__"
-TRIGGER_TIMEOUT_ERROR = "Trigger timeout" if AIRFLOW_V_3_0_PLUS else "Trigger/execution timeout"
+# Airflow 2.x words the failure of a deferred task whose trigger timed out with this message: an
+# internal string of its scheduler (``check_trigger_timeouts``), which it
+# raises as the public ``TaskDeferralError`` it raises for every other trigger failure too. It stays
+# because Airflow 2 has no public way to tell a timeout apart; Airflow 3 raises ``TaskDeferralTimeout``.
+# tests/unit/test_airflow_surface.py checks it against the scheduler's source on each 2.x version.
+AIRFLOW_2_TRIGGER_TIMEOUT_ERROR = "Trigger/execution timeout"
 
 if AIRFLOW_V_3_0_PLUS:
     from airflow.sdk import BaseOperator, BaseSensorOperator, Context, conf
-    from airflow.sdk.exceptions import AirflowFailException, AirflowTaskTimeout
-else:  # pragma: no cover - Airflow 2.11
+    from airflow.sdk.exceptions import AirflowFailException, AirflowTaskTimeout, TaskDeferralTimeout
+else:  # pragma: no cover - Airflow 2.x
     from airflow.configuration import conf  # type: ignore[no-redef,attr-defined,assignment]
-    from airflow.exceptions import AirflowFailException, AirflowTaskTimeout  # type: ignore[no-redef,attr-defined,assignment]
+    from airflow.exceptions import AirflowFailException, AirflowTaskTimeout, TaskDeferralError  # type: ignore[no-redef,attr-defined,assignment]
     from airflow.models import BaseOperator  # type: ignore[no-redef,attr-defined,assignment]
     from airflow.sensors.base import BaseSensorOperator  # type: ignore[no-redef,attr-defined,assignment]
     from airflow.utils.context import Context  # type: ignore[no-redef,attr-defined,assignment]
+
+
+def is_deferral_timeout(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by Airflow's ``resume_execution``, fails the task because its deferral
+    timed out (``execution_timeout``, a sensor's ``timeout``): the triggerer calls no ``on_kill`` then.
+
+    Follows the causes: a sensor raises ``AirflowSensorTimeout`` (or, with ``soft_fail``, a skip) from it.
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        if AIRFLOW_V_3_0_PLUS and isinstance(seen, TaskDeferralTimeout):
+            return True
+        if (
+            not AIRFLOW_V_3_0_PLUS
+            and isinstance(seen, TaskDeferralError)
+            and str(seen) == AIRFLOW_2_TRIGGER_TIMEOUT_ERROR
+        ):
+            return True  # pragma: no cover - Airflow 2.x
+        seen = seen.__cause__
+    return False
 
 
 def redact_text(text: str) -> str:
@@ -43,7 +65,7 @@ def redact_text(text: str) -> str:
     try:
         if AIRFLOW_V_3_0_PLUS:
             from airflow.sdk.log import redact
-        else:  # pragma: no cover - Airflow 2.11
+        else:  # pragma: no cover - Airflow 2.x
             from airflow.utils.log.secrets_masker import redact  # type: ignore[no-redef]
     except ImportError:  # pragma: no cover
         return text
@@ -52,10 +74,9 @@ def redact_text(text: str) -> str:
 
 
 __all__ = [
+    "AIRFLOW_2_TRIGGER_TIMEOUT_ERROR",
     "AIRFLOW_V_3_0_PLUS",
     "AIRFLOW_V_3_3_PLUS",
-    "TRIGGER_FAIL_METHOD",
-    "TRIGGER_TIMEOUT_ERROR",
     "AirflowException",
     "AirflowFailException",
     "AirflowTaskTimeout",
@@ -63,5 +84,6 @@ __all__ = [
     "BaseSensorOperator",
     "Context",
     "conf",
+    "is_deferral_timeout",
     "redact_text",
 ]

@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException, BaseOperator, conf, redact_text
+from airflow_provider_slurmapi._compat import (
+    AirflowException,
+    AirflowFailException,
+    BaseOperator,
+    conf,
+    is_deferral_timeout,
+    redact_text,
+)
 from airflow_provider_slurmapi.cluster_task import (
     CLUSTER_TEMPLATE_FIELDS,
     DEFAULT_ACCOUNTING_WAIT_SECONDS,
@@ -70,12 +77,19 @@ def _map_index(ti: Any) -> int:
     return -1 if map_index is None else int(map_index)
 
 
+# A ``script`` of one line ending in one of these is a file of the DAG folder, not the script itself.
+SCRIPT_FILE_SUFFIXES: tuple[str, ...] = (".sh", ".sbatch", ".slurm", ".bash")
+
+
 def is_script_path(script: object) -> bool:
-    """A script given as a file of the DAG folder: one line ending in ``.sh``. Anything else is the script."""
-    return isinstance(script, str) and script.endswith(".sh") and "\n" not in script and "\r" not in script
+    """A script given as a file of the DAG folder: one line ending in ``.sh``, ``.sbatch``, ``.slurm`` or
+    ``.bash``. Anything else is the script itself."""
+    return (
+        isinstance(script, str) and script.endswith(SCRIPT_FILE_SUFFIXES) and "\n" not in script and "\r" not in script
+    )
 
 
-def read_script_file(jinja_env: jinja2.Environment, path: str) -> str:
+def read_script_file(jinja_env: jinja2.Environment, path: str, *, field: str = "script") -> str:
     """The text of a script file, found as Airflow finds templates: the DAG's folder, ``template_searchpath``."""
     import jinja2
 
@@ -84,12 +98,29 @@ def read_script_file(jinja_env: jinja2.Environment, path: str) -> str:
             raise jinja2.TemplateNotFound(path)
         source: str = jinja_env.loader.get_source(jinja_env, path)[0]
     except jinja2.TemplateNotFound:
+        why = (
+            "names the script's file"
+            if field == "script_path"
+            else f"is one line ending in {', '.join(SCRIPT_FILE_SUFFIXES)}, so it is read as a file"
+        )
         raise ConfigurationError(
-            f"script={path!r} is one line ending in .sh, so it is read as a file, but there is no such file in "
-            "the DAG's folder or its template_searchpath. Put the file there, or give the script itself "
-            "(several lines, starting with '#!')."
+            f"{field}={path!r} {why}, but there is no such file in the DAG's folder or its "
+            "template_searchpath. Put the file there, or give the script itself (several lines, starting "
+            "with '#!')."
         ) from None
     return source
+
+
+def _check_script_form(script: object) -> None:
+    """Refuse one line that is neither a script nor a script file, naming the rule that reads files."""
+    if not isinstance(script, str) or not script.strip() or "\n" in script.strip() or script.lstrip().startswith("#!"):
+        return  # a script (prepare_submission checks the rest)
+    raise ConfigurationError(
+        f"script={script[:80]!r} is one line that does not start with '#!', so it is neither a batch script "
+        f"nor a script file: only one line ending in {', '.join(SCRIPT_FILE_SUFFIXES)} is read from the DAG's "
+        "folder. Rename the file, pass script_path='...' for a file of any name, or give the script itself "
+        "(starting with '#!/bin/bash')."
+    )
 
 
 class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
@@ -111,8 +142,13 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         ``tres_per_node``, ``time_limit`` in minutes or ``{"set": True, "number": N}``...). Templated.
         ``current_working_directory`` and ``environment`` get documented defaults if missing (logged).
     :param script: the batch script (``#!/bin/bash...``), or a file of the DAG folder (or
-        ``template_searchpath``): one line ending in ``.sh``, read and rendered as a template. Templated;
-        no other field is ever read from a file.
+        ``template_searchpath``): one line ending in ``.sh``, ``.sbatch``, ``.slurm`` or ``.bash``, read
+        and rendered as a template. Templated; only the value written in the DAG file (or given to
+        ``expand``) is read as a path, never a value rendered from ``dag_run.conf``, and no other field
+        is ever read from a file. Give either ``script`` or ``script_path``.
+    :param script_path: the file of the batch script, whatever its name (``"jobs/train.py.tmpl"``),
+        found as ``script`` files are: the DAG's folder, then ``template_searchpath``. Read and rendered
+        as a template when the task runs. Not templated: the DAG's author names the file.
     :param wait_for_completion: wait for the job to end; if False, return once it is submitted.
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
     :param poll_interval: seconds between polls.
@@ -150,7 +186,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     template_fields: Sequence[str] = ("job", "script", *CLUSTER_TEMPLATE_FIELDS)
     # Airflow's template_ext would read *every* templated string ending in ".sh" from a file: a job
     # name "train.sh" or an inline script whose last line runs "./run.sh". Only ``script`` is ever
-    # read from a file, and only when it is a path (see ``is_script_path``).
+    # read from a file, and only when it is a path as written in the DAG (see ``_script_file``).
     template_ext: Sequence[str] = ()
     template_fields_renderers = {"job": "json", "script": "bash"}
     ui_color = "#d9ecf2"
@@ -158,7 +194,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     def __init__(
         self,
         *,
-        script: str,
+        script: str | None = None,
+        script_path: str | None = None,
         region: str,
         cluster_id: str,
         job: dict[str, Any] | None = None,
@@ -199,7 +236,18 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         self.sbatch_directives = sbatch_directives
         self.accounting_wait_seconds = accounting_wait_seconds
         self.job = job or {}
-        self.script = script
+        if (script is None) == (script_path is None):
+            raise ValueError(
+                f"Give the batch script as script= (its text, or a file ending in {', '.join(SCRIPT_FILE_SUFFIXES)}) "
+                f"or as script_path= (a file of the DAG folder), not {'both' if script_path else 'neither'}."
+            )
+        self.script_path = script_path
+        # The file to read when the task runs: named by the DAG's author, before any rendering, so a
+        # value rendered from dag_run.conf is never taken for a path.
+        self._script_file: str | None = (
+            script_path if script_path is not None else (script if is_script_path(script) else None)
+        )
+        self.script: str = script if script is not None else str(script_path)
         self.wait_for_completion = wait_for_completion
         self.deferrable = default_deferrable() if deferrable is None else deferrable
         self.poll_interval = poll_interval
@@ -217,35 +265,30 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
 
     # -- the script file -------------------------------------------------------------------------
     def resolve_template_files(self) -> None:
-        """At parse time, read a ``script`` path from the DAG folder, as Airflow does for template_ext."""
-        if is_script_path(self.script):
-            with contextlib.suppress(ConfigurationError):  # rendering the task reports it, with the fix
-                self.script = read_script_file(self.get_template_env(), self.script)
+        """At parse time, read the script file from the DAG folder, as Airflow does for template_ext:
+        Airflow then renders its text like any inline script, and shows it in Rendered Template."""
+        if self._script_file is not None and self.script == self._script_file:
+            with contextlib.suppress(ConfigurationError):  # the task reports it when it runs, with the fix
+                self.script = read_script_file(self.get_template_env(), self._script_file, field=self._script_field)
         super().resolve_template_files()
 
-    @fails_fast
-    def _do_render_template_fields(
-        self,
-        parent: Any,
-        template_fields: Iterable[str],
-        context: Context,
-        jinja_env: jinja2.Environment,
-        seen_oids: set[int],
-    ) -> None:
-        """Read a ``script`` path from the DAG folder, then render every field as Airflow does.
+    @property
+    def _script_field(self) -> str:
+        return "script_path" if self.script_path is not None else "script"
 
-        This is the method Airflow calls for a plain task and for each task of a mapped one, on 2.11
-        and 3.x, so the file's text is rendered exactly once, like any inline script.
-        """
-        if parent is self and "script" in template_fields and is_script_path(self.script):
-            self.script = read_script_file(jinja_env, self.script)
-        super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
+    def read_script(self, context: Context) -> None:
+        """Read and render the script file if the parse did not (each task of a mapped one, a missing
+        file): through Airflow's public ``render_template``, so its text is rendered exactly once."""
+        if self._script_file is None or self.script != self._script_file:
+            return
+        source = read_script_file(self.get_template_env(), self._script_file, field=self._script_field)
+        self.script = self.render_template(source, context)
 
     # -- submit or reattach -----------------------------------------------------------------------
     @fails_fast
     def execute(self, context: Context) -> int:
         self.check_cluster_args()
-        ti = context["ti"]
+        self.read_script(context)
         prepared = self._submission(context)
         tag = prepared.tag
         assert tag is not None
@@ -257,7 +300,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
                 previous.job_id,
                 tag,
             )
-            ti.xcom_push(key=JOB_ID_XCOM_KEY, value=previous.job_id)
+            self.push_xcom(context, JOB_ID_XCOM_KEY, previous.job_id)
             return self._finish(context, previous)
         adopted = previous is not None and not previous.state_info.has_ended
         if previous is not None and adopted:
@@ -272,7 +315,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
                 self.log.info("Earlier Slurm job %s %s; submitting a new one.", previous.job_id, previous.describe())
             job_id = self._submit(context, prepared, earlier=previous.job_id if previous else None)
         self.job_id = job_id
-        ti.xcom_push(key=JOB_ID_XCOM_KEY, value=job_id)
+        self.push_xcom(context, JOB_ID_XCOM_KEY, job_id)
         if not self.wait_for_completion:
             return job_id
         return self._wait(context, job_id, adopted=adopted)
@@ -299,6 +342,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             self.log.info("job.name was not set; naming the Slurm job %r.", job_spec["name"])
         if self.openlineage_inject_parent_job_info:
             job_spec = self._with_parent_run(context, job_spec)
+        _check_script_form(self.script)
         comment = task_comment(tag, ti.dag_id, ti.task_id, ti.run_id, _map_index(ti))
         # What is sent, so what the 1 MB request limit counts: the wrapped script, or yours byte for byte.
         wrap = wrap_script if self.report_output else None
@@ -367,12 +411,13 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             return self.hook.get_job(found.array_job_id) or found
         return found
 
-    def _stored_job_id(self, context: Context) -> int | None:
-        """The job id an earlier try stored: task state store (Airflow 3.3+), else its XCom if it survived."""
+    def _stored_job_id(self, context: Context, *, any_try: bool = False) -> int | None:
+        """The job id an earlier try stored (or this try's, with ``any_try``): task state store (Airflow
+        3.3+), else its XCom if it survived (none with ``do_xcom_push=False``)."""
         store = context.get("task_state_store")
         stored: Any = store.get(JOB_ID_STATE_KEY) if store is not None else None
         ti = context["ti"]
-        if not stored and int(getattr(ti, "try_number", 1) or 1) > 1:
+        if not stored and (any_try or int(getattr(ti, "try_number", 1) or 1) > 1):
             stored = ti.xcom_pull(task_ids=ti.task_id, key=JOB_ID_XCOM_KEY, map_indexes=ti.map_index)
         if not stored:
             return None
@@ -468,7 +513,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         record["accounting"] = self.report_accounting(
             job.job_id, self.accounting_wait_seconds, array=job.array is not None
         )
-        context["ti"].xcom_push(key=JOB_XCOM_KEY, value=record)
+        self.push_xcom(context, JOB_XCOM_KEY, record)
         if not job.succeeded:
             raise AirflowException(redact_text(job.failure_message(output_expected=self.report_output)))
         self.log.info("Slurm job %s %s.", job.job_id, job.describe())
@@ -493,7 +538,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         )
         job_id = self._submit(context, self._submission(context), earlier=job.job_id)
         self.job_id = job_id
-        context["ti"].xcom_push(key=JOB_ID_XCOM_KEY, value=job_id)
+        self.push_xcom(context, JOB_ID_XCOM_KEY, job_id)
         return self._wait(context, job_id)
 
     # -- lineage ----------------------------------------------------------------------------------
@@ -508,11 +553,12 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     # -- kill -------------------------------------------------------------------------------------
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
         """A deferral that timed out cancels the job (when ``cancel_on_kill``), then fails as usual."""
-        if self.cancel_on_kill:
-            ti = context["ti"]
-            job_id = ti.xcom_pull(task_ids=ti.task_id, key=JOB_ID_XCOM_KEY, map_indexes=ti.map_index)
-            cancel_after_deferral_timeout(self, next_method, next_kwargs, parse_job_id(job_id) if job_id else None)
-        return super().resume_execution(next_method, next_kwargs, context)
+        try:
+            return super().resume_execution(next_method, next_kwargs, context)
+        except Exception as exc:
+            if self.cancel_on_kill and is_deferral_timeout(exc):
+                cancel_after_deferral_timeout(self, self._stored_job_id(context, any_try=True))
+            raise
 
     def on_kill(self) -> None:
         """SIGTERM or execution_timeout on the worker: cancel the job if it may still run."""

@@ -17,7 +17,13 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException, BaseSensorOperator, redact_text
+from airflow_provider_slurmapi._compat import (
+    AirflowException,
+    AirflowFailException,
+    BaseSensorOperator,
+    is_deferral_timeout,
+    redact_text,
+)
 from airflow_provider_slurmapi.cluster_task import (
     CLUSTER_TEMPLATE_FIELDS,
     DEFAULT_ACCOUNTING_WAIT_SECONDS,
@@ -175,7 +181,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         job_id = parse_job_id(self.job_id)
         array = record.get("array") is not None
         record = {**record, "accounting": self.report_accounting(job_id, self.accounting_wait_seconds, array=array)}
-        context["ti"].xcom_push(key=JOB_XCOM_KEY, value=record)
+        self.push_xcom(context, JOB_XCOM_KEY, record)
 
     def _new_watch(self, job_id: int, saved: object = None) -> JobWatch:
         """A watch of ``job_id``, going on from ``saved`` (an earlier poke's snapshot) if it is one."""
@@ -208,9 +214,12 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
         """With ``cancel_on_kill``, a deferral that timed out cancels the job, then fails as usual."""
-        if self.cancel_on_kill:
-            cancel_after_deferral_timeout(self, next_method, next_kwargs, parse_job_id(self.job_id))
-        return super().resume_execution(next_method, next_kwargs, context)
+        try:
+            return super().resume_execution(next_method, next_kwargs, context)
+        except Exception as exc:
+            if self.cancel_on_kill and is_deferral_timeout(exc):
+                cancel_after_deferral_timeout(self, parse_job_id(self.job_id))
+            raise
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """The run facet ``slurmJob``: the cluster and the job watched (called by the OpenLineage listener)."""

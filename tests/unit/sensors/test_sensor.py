@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_slurmapi._compat import TRIGGER_TIMEOUT_ERROR, AirflowException, AirflowFailException
+from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException
 from airflow_provider_slurmapi.sensors.slurm import WATCH_STATE_KEY, SlurmJobSensor
 from airflow_provider_slurmapi.slurm.errors import JobNotFoundError
 from airflow_provider_slurmapi.triggers.event import MalformedEventError
@@ -28,7 +28,7 @@ from tests.unit.recorded_slurm import (
     RecordedSlurm,
     serve,
 )
-from tests.unit.task_instance import StateStore, TaskInstance, task_context
+from tests.unit.task_instance import StateStore, TaskInstance, deferral_timeout, task_context
 
 try:
     from airflow.sdk.exceptions import TaskDeferred
@@ -136,14 +136,13 @@ def test_a_deferral_timeout_cancels_the_job_with_cancel_on_kill() -> None:
     """Airflow resumes a timed-out deferred task only to fail it: the job must not run on."""
     slurm = RecordedSlurm()
     slurm.answer("DELETE", f"/slurm/{API_VERSION}/job/{JOB}", "19_cancel_running_B")
-    timeout = {"error": TRIGGER_TIMEOUT_ERROR}
     with pytest.raises(Exception, match=r"(?i)timeout"):
-        sensor(slurm, cancel_on_kill=True).resume_execution("__fail__", timeout, task_context(TaskInstance()))
+        sensor(slurm, cancel_on_kill=True).resume_execution(*deferral_timeout(), task_context(TaskInstance()))
     assert slurm.cancels() == [f"/slurm/{API_VERSION}/job/{JOB}"]
 
     slurm = RecordedSlurm()  # off by default: a sensor watches a job it did not start
     with pytest.raises(Exception, match=r"(?i)timeout"):
-        sensor(slurm).resume_execution("__fail__", timeout, task_context(TaskInstance()))
+        sensor(slurm).resume_execution(*deferral_timeout(), task_context(TaskInstance()))
     assert slurm.calls == []
 
 
