@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import airflow_provider_slurmapi
-from airflow_provider_slurmapi._compat import AIRFLOW_2_TRIGGER_TIMEOUT_ERROR, AIRFLOW_V_3_0_PLUS, is_deferral_timeout
+from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
 from tests.unit.task_instance import deferral_timeout
 
 PACKAGE = Path(airflow_provider_slurmapi.__file__).parent
@@ -77,7 +77,7 @@ def test_no_module_matches_airflows_internal_next_method() -> None:
 
 def test_a_deferral_timeout_is_told_apart_from_any_other_trigger_failure() -> None:
     """What Airflow's own ``resume_execution`` raises for a trigger timeout, and for anything else."""
-    from airflow_provider_slurmapi._compat import BaseOperator
+    from airflow_provider_slurmapi._compat import BaseOperator, is_deferral_timeout
 
     task = BaseOperator(task_id="t")
     next_method, next_kwargs = deferral_timeout()
@@ -98,6 +98,8 @@ def test_airflow_writes_the_timeout_this_provider_matches() -> None:
         assert deferral_timeout()[1] == {"error": TriggerFailureReason.TRIGGER_TIMEOUT.value}
     else:  # Airflow 2.10.5, 2.11: literals in the scheduler's timeout of deferred tasks
         from airflow.jobs.scheduler_job_runner import SchedulerJobRunner
+
+        from airflow_provider_slurmapi._compat import AIRFLOW_2_TRIGGER_TIMEOUT_ERROR
 
         source = inspect.getsource(SchedulerJobRunner.check_trigger_timeouts)
         assert 'next_method="__fail__"' in source

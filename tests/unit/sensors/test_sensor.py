@@ -196,3 +196,23 @@ def test_resumed_by_an_event_the_trigger_would_not_send_the_sensor_names_the_fie
         sensor(RecordedSlurm()).execute_complete(task_context(ti), event)
     assert refused.value.field == field
     assert "slurm_job" not in ti.xcom
+
+
+class _Outage(RecordedSlurm):
+    """The Slurm Job API does not answer at all: every call meets a refused connection."""
+
+    def send(self, request: Any, **kwargs: Any) -> Any:
+        import requests
+
+        self.calls.append(("GET", str(request.url), None))
+        raise requests.ConnectionError("connection refused")
+
+
+def test_without_a_task_state_store_a_poke_gives_its_slot_back_during_an_outage() -> None:
+    """Before Airflow 3.3 a rescheduled poke does not sleep through an outage: it returns False at once
+    (the next poke looks again), and the job is neither failed nor cancelled."""
+    slurm = _Outage()
+    task = sensor(slurm, outage_tolerance_seconds=0.5)
+    task.hook.retry_seconds = 0  # no retry inside the call: the outage reaches the poke at once
+    assert task.poke(task_context(TaskInstance(), None, task_reschedule_count=3)) is False
+    assert len(slurm.calls) == 1, slurm.calls
