@@ -687,17 +687,30 @@ class SlurmGetJobOperator(SlurmClusterMixin, BaseOperator):
         return job.to_dict()
 
 
+# How many jobs SlurmListJobsOperator returns (to XCom) at most, unless told otherwise.
+DEFAULT_LIST_LIMIT = 1000
+
+
 class SlurmListJobsOperator(SlurmClusterMixin, BaseOperator):
-    """List jobs of the live queue, or of the accounting history. Returns a list of job dicts.
+    """List the caller's own jobs of the live queue, or of the accounting history. Returns a list of job
+    dicts, newest first, at most ``limit`` of them.
+
+    The caller is the Slurm user the Slurm Job API runs the calls as (``meta.client.user`` of its
+    answers). On a shared cluster every other user's jobs are their data: they are listed only when
+    asked for, with ``all_users=True`` or the history's ``users`` filter.
 
     :param history: list from ``/slurmdb`` (finished jobs too) instead of the live queue.
-    :param filters: ``/slurmdb`` filters, e.g. ``{"users": ["alice"], "job_name": "train",
-        "start_time": 1700000000}`` (lists become repeated parameters). Only with ``history=True``.
+    :param filters: ``/slurmdb`` filters, e.g. ``{"job_name": "train", "start_time": 1700000000}``
+        (lists become repeated parameters). Only with ``history=True``. ``users`` names whose jobs are
+        listed, instead of the caller's own.
     :param states: keep only jobs in these base states (e.g. ``["RUNNING", "PENDING"]``).
     :param name: keep only jobs with this name.
+    :param all_users: list every user's jobs, not only the caller's own. Templated.
+    :param limit: return at most this many jobs, the newest (by submit time) first; the log says how
+        many more there were. ``None``: no limit. Templated.
     """
 
-    template_fields: Sequence[str] = ("filters", "states", "name", *CLUSTER_TEMPLATE_FIELDS)
+    template_fields: Sequence[str] = ("filters", "states", "name", "all_users", "limit", *CLUSTER_TEMPLATE_FIELDS)
 
     def __init__(
         self,
@@ -708,6 +721,8 @@ class SlurmListJobsOperator(SlurmClusterMixin, BaseOperator):
         filters: dict[str, Any] | None = None,
         states: Sequence[str] | None = None,
         name: str | None = None,
+        all_users: bool = False,
+        limit: int | None = DEFAULT_LIST_LIMIT,
         project_id: str | None = None,
         gcp_conn_id: str = "google_cloud_default",
         api_version: str = DEFAULT_API_VERSION,
@@ -734,15 +749,47 @@ class SlurmListJobsOperator(SlurmClusterMixin, BaseOperator):
         self.filters = filters or {}
         self.states = states
         self.name = name
+        self.all_users = all_users
+        self.limit = limit
 
     @fails_fast
     def execute(self, context: Context) -> list[dict[str, Any]]:
         self.check_cluster_args()
-        jobs = self.hook.list_jobs(history=self.history, **self.filters)
+        limit = _check_limit(self.limit)
+        all_users = _check_flag("all_users", self.all_users)
+        jobs = self.hook.list_jobs(history=self.history, own=not all_users, **self.filters)
         if self.states:
             wanted = {s.upper() for s in self.states}
             jobs = [job for job in jobs if job.state.value in wanted]
         if self.name:
             jobs = [job for job in jobs if job.name == self.name]
-        self.log.info("%d Slurm job(s) listed from the %s.", len(jobs), "history" if self.history else "live queue")
+        jobs.sort(key=lambda job: (job.submit_time or 0, job.job_id), reverse=True)
+        whose = "every user's" if all_users or (self.history and self.filters.get("users")) else "the caller's own"
+        where = "history" if self.history else "live queue"
+        if limit is not None and len(jobs) > limit:
+            self.log.info(
+                "%d Slurm job(s) (%s) in the %s; returning the newest %d (limit).", len(jobs), whose, where, limit
+            )
+            jobs = jobs[:limit]
+        else:
+            self.log.info("%d Slurm job(s) (%s) listed from the %s.", len(jobs), whose, where)
         return [job.to_dict() for job in jobs]
+
+
+def _check_limit(limit: object) -> int | None:
+    """``limit`` as rendered: None, or a positive int (a rendered template gives text)."""
+    if limit is None:
+        return None
+    text = str(limit).strip()
+    if isinstance(limit, bool) or not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise ConfigurationError(f"limit={limit!r} must be a positive whole number of jobs, or None for no limit.")
+    return int(text)
+
+
+def _check_flag(field: str, value: object) -> bool:
+    """A boolean argument as rendered (a template renders "True"/"False" as text)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ConfigurationError(f"{field}={value!r} must be True or False.")

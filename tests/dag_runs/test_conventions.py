@@ -115,3 +115,41 @@ def test_do_xcom_push_false_leaves_nothing_in_xcom(
         "cancel": "success",
     }, out[-3000:]
     assert xcom_rows(dag_run) == []
+
+
+def xcom_values(dag_run: Any) -> dict[str, Any]:
+    """Each task's return value in the run."""
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    try:
+        from airflow.models.xcom import XComModel as XCom
+    except ImportError:  # Airflow 2
+        from airflow.models.xcom import BaseXCom as XCom  # type: ignore[no-redef,attr-defined,assignment]
+    with create_session() as session:
+        query = select(XCom).where(
+            XCom.dag_id == dag_run.dag_id, XCom.run_id == dag_run.run_id, XCom.key == "return_value"
+        )
+        return {row.task_id: XCom.deserialize_value(row) for row in session.scalars(query)}
+
+
+def test_listing_shows_the_callers_own_jobs_unless_asked_for_everyones(
+    airflow_db: Any, gcp_connection: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Another user's jobs on the shared cluster are their data: listed only with all_users=True."""
+    hook = SlurmApiHook(**CLUSTER)
+    workdir = str(gcp_connection.config.workdir)
+    spec = {"partition": "debug", "current_working_directory": workdir, "name": "mine", "hold": True}
+    mine = hook.submit_job(spec, "#!/bin/bash\necho mine\n").job_id
+    gcp_connection.add_foreign_jobs(3, "nobody", name="theirs")
+    gcp_connection.add_foreign_jobs(2, "nobody", name="theirs-done", state="COMPLETED")
+    dag_run, states = run(load_dag("slurm_surface.py", "list_jobs"))
+    assert str(dag_run.state) == "success", (states, "".join(capfd.readouterr())[-3000:])
+    listed = xcom_values(dag_run)
+    assert [job["job_id"] for job in listed["own"]] == [mine], listed
+    assert {job["name"] for job in listed["everyone"]} >= {"mine", "theirs"}
+    assert len(listed["everyone"]) >= 4
+    assert len(listed["everyone_limited"]) == 2
+    # The history: filtered by Slurm itself (users=the caller), after a ping that names the caller.
+    assert {job["name"] for job in listed["own_history"]} <= {"mine"}
+    assert all(job["name"] != "theirs-done" for job in listed["own_history"])

@@ -3,6 +3,7 @@
 ``DAGS["script_files"]``: a script read from a file ending in ``.sbatch``, ``.slurm`` or ``.bash``, one
 named by ``script_path=``, and a mapped task mixing a file and an inline script.
 ``DAGS["script_from_conf"]``: a script rendered from ``dag_run.conf``, never read as a file.
+``DAGS["list_jobs"]``: the caller's own jobs (live and history), everyone's, and a limit.
 ``DAGS["no_xcom"]``: every operator and the sensor with ``do_xcom_push=False``; the job to watch, get
 and cancel is given in the run's conf (``job_id``).
 """
@@ -114,3 +115,10 @@ with DAG(dag_id="slurm_surface_no_xcom", default_args={"do_xcom_push": False}, *
     SlurmListJobsOperator(task_id="list", **CLUSTER)
     SlurmCancelJobOperator(task_id="cancel", job_id=JOB_ID, **CLUSTER)
 DAGS["no_xcom"] = dag
+
+with DAG(dag_id="slurm_surface_list_jobs", **ARGS) as dag:
+    SlurmListJobsOperator(task_id="own", **CLUSTER)
+    SlurmListJobsOperator(task_id="own_history", history=True, **CLUSTER)
+    SlurmListJobsOperator(task_id="everyone", all_users=True, **CLUSTER)
+    SlurmListJobsOperator(task_id="everyone_limited", all_users=True, limit="{{ 2 }}", **CLUSTER)
+DAGS["list_jobs"] = dag
