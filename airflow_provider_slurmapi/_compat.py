@@ -8,6 +8,8 @@ table costs DAG parsing a few hundred milliseconds).
 
 from __future__ import annotations
 
+from typing import Any
+
 from airflow import __version__ as _AIRFLOW_VERSION
 from airflow.exceptions import AirflowException
 
@@ -37,6 +39,23 @@ else:  # pragma: no cover - Airflow 2.x
     from airflow.models import BaseOperator  # type: ignore[no-redef,attr-defined,assignment]
     from airflow.sensors.base import BaseSensorOperator  # type: ignore[no-redef,attr-defined,assignment]
     from airflow.utils.context import Context  # type: ignore[no-redef,attr-defined,assignment]
+
+
+if AIRFLOW_V_3_3_PLUS:
+    from airflow.sdk import ResumableJobMixin
+else:  # pragma: no cover - before Airflow 3.3
+
+    class ResumableJobMixin:  # type: ignore[no-redef]
+        """Before Airflow 3.3 there is no task state store to resume from: the operator's own lookup
+        (its job's tag) is all a retry has. The same calls as Airflow's mixin, in the same order."""
+
+        external_id_key: str = "remote_job_id"
+        durable: bool = False
+
+        def execute_resumable(self, context: Any) -> Any:
+            external_id = self.submit_job(context)  # type: ignore[attr-defined]
+            self.poll_until_complete(external_id, context)  # type: ignore[attr-defined]
+            return self.get_job_result(external_id, context)  # type: ignore[attr-defined]
 
 
 def is_deferral_timeout(exc: BaseException) -> bool:
@@ -83,6 +102,7 @@ __all__ = [
     "BaseOperator",
     "BaseSensorOperator",
     "Context",
+    "ResumableJobMixin",
     "conf",
     "is_deferral_timeout",
     "redact_text",

@@ -16,6 +16,7 @@ from airflow_provider_slurmapi._compat import (
     AirflowException,
     AirflowFailException,
     BaseOperator,
+    ResumableJobMixin,
     conf,
     is_deferral_timeout,
     redact_text,
@@ -65,7 +66,8 @@ if TYPE_CHECKING:
     from airflow_provider_slurmapi._compat import Context
     from airflow_provider_slurmapi.slurm.job import SlurmJob
 
-# task_state_store key of the submitted job id (Airflow 3.3+); renaming it breaks in-flight retries.
+# task_state_store key of the submitted job id (Airflow 3.3+, ResumableJobMixin's external_id_key);
+# renaming it breaks in-flight retries.
 JOB_ID_STATE_KEY = "slurm_job_id"
 JOB_ID_XCOM_KEY = "slurm_job_id"
 JOB_XCOM_KEY = "slurm_job"
@@ -123,7 +125,7 @@ def _check_script_form(script: object) -> None:
     )
 
 
-class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
+class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator):
     """Submit a Slurm batch job and (by default) wait until it is over.
 
     The job id goes to XCom at once (key ``slurm_job_id``) and is the task's return value. COMPLETED
@@ -137,6 +139,10 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     submits anew. A job it waits on that is then cancelled (clearing a deferred task on Airflow 3.3+
     cancels the earlier try's job from the triggerer, maybe after the new try found it running) is
     replaced by one new job, once.
+
+    On Airflow 3.3+ this is Airflow's ``ResumableJobMixin``: the job id is saved in the task state
+    store before the wait, and a retry reattaches through it; the tag lookup covers what the store
+    cannot (a worker lost between the submit and the save, and Airflow before 3.3).
 
     :param job: Slurm job description fields, named as Slurm names them (``name``, ``partition``,
         ``tres_per_node``, ``time_limit`` in minutes or ``{"set": True, "number": N}``...). Templated.
@@ -153,7 +159,9 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
     :param poll_interval: seconds between polls.
     :param cancel_on_kill: cancel the job when the task is killed, times out or is marked by a user.
-    :param reattach_on_restart: look for this task instance's job before submitting.
+    :param reattach_on_restart: look for this task instance's job before submitting (the stored job
+        id on Airflow 3.3+, as ``ResumableJobMixin``'s ``durable``, then the tag). ``False`` always
+        submits a new job.
     :param missing_grace_seconds: how long a job may be in neither the live queue nor the history
         (accounting records arrive late) before the task fails.
     :param outage_tolerance_seconds: how long the wait rides out an API outage (UNAVAILABLE, 5xx, no
@@ -184,6 +192,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     """
 
     template_fields: Sequence[str] = ("job", "script", *CLUSTER_TEMPLATE_FIELDS)
+    external_id_key = JOB_ID_STATE_KEY
     # Airflow's template_ext would read *every* templated string ending in ".sh" from a file: a job
     # name "train.sh" or an inline script whose last line runs "./run.sh". Only ``script`` is ever
     # read from a file, and only when it is a path as written in the DAG (see ``_script_file``).
@@ -262,6 +271,12 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         self.job_id: int | None = None
         self._job_over = False
         self._last_job: SlurmJob | None = None
+        # One try's choice between an earlier try's job and a new one (see the ResumableJobMixin part).
+        self.durable = reattach_on_restart
+        self._prepared: PreparedSubmission | None = None
+        self._resume_job: SlurmJob | None = None
+        self._adopted = False
+        self._polled = False
 
     # -- the script file -------------------------------------------------------------------------
     def resolve_template_files(self) -> None:
@@ -289,36 +304,92 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     def execute(self, context: Context) -> int:
         self.check_cluster_args()
         self.read_script(context)
-        prepared = self._submission(context)
-        tag = prepared.tag
-        assert tag is not None
-        previous = self._previous_job(context, tag, prepared.job.get("name")) if self.reattach_on_restart else None
-        if previous is not None and previous.succeeded:
-            self.log.info(
-                "Slurm job %s of this task instance already COMPLETED (tag %s); not submitting again. "
-                "Use reattach_on_restart=False to force a new job.",
-                previous.job_id,
-                tag,
-            )
-            self.push_xcom(context, JOB_ID_XCOM_KEY, previous.job_id)
-            return self._finish(context, previous)
-        adopted = previous is not None and not previous.state_info.has_ended
-        if previous is not None and adopted:
+        self._prepared = self._submission(context)
+        self.execute_resumable(context)  # on Airflow 3.3+ it may return poll_until_complete's None
+        assert self.job_id is not None
+        return self.job_id
+
+    # -- ResumableJobMixin: reconnect through the task state store (Airflow 3.3+), else by tag -----
+    def get_job_status(self, external_id: Any, context: Context) -> str:
+        """The state of the job id an earlier try stored (Airflow 3.3+), for the mixin's choice:
+        pending or running, reattach; completed, its result; ended otherwise or unknown, submit anew."""
+        try:
+            job = self.hook.get_job(parse_job_id(str(external_id)))
+        except (ValueError, TypeError, AirflowException) as exc:
+            self.log.warning("Ignoring the stored Slurm job id %r: %s", external_id, exc)
+            return "UNKNOWN"
+        if job is None:
+            self.log.info("Slurm job %s stored by an earlier try is unknown to Slurm.", external_id)
+            return "UNKNOWN"
+        self._resume_job = job
+        self._adopted = not job.state_info.has_ended
+        if self._adopted:
             self.log.info(
                 "Reattaching to Slurm job %s of this task instance (%s), submitted by an earlier try.",
-                previous.job_id,
-                previous.describe(),
+                job.job_id,
+                job.describe(),
             )
-            job_id = previous.job_id
-        else:
-            if previous is not None:
-                self.log.info("Earlier Slurm job %s %s; submitting a new one.", previous.job_id, previous.describe())
-            job_id = self._submit(context, prepared, earlier=previous.job_id if previous else None)
+        return job.state.value
+
+    def is_job_active(self, status: str) -> bool:
+        return self._resume_job is not None and not self._resume_job.state_info.has_ended
+
+    def is_job_succeeded(self, status: str) -> bool:
+        return self._resume_job is not None and self._resume_job.succeeded
+
+    def submit_job(self, context: Context) -> int:
+        """This try's job: an earlier try's one found by tag if it still runs or completed (the
+        fallback where no job id was stored: before Airflow 3.3, or a crash between submit and store),
+        else a new one."""
+        prepared = self._prepared
+        assert prepared is not None and prepared.tag is not None
+        previous = self._resume_job  # the stored job, ended: no need to look again
+        if previous is None and self.reattach_on_restart:
+            previous = self._previous_job(context, prepared.tag, prepared.job.get("name"))
+            if previous is not None and previous.succeeded:
+                self._resume_job = previous  # get_job_result finishes with it
+                return previous.job_id
+            if previous is not None and not previous.state_info.has_ended:
+                self._adopted = True
+                self.log.info(
+                    "Reattaching to Slurm job %s of this task instance (%s), submitted by an earlier try.",
+                    previous.job_id,
+                    previous.describe(),
+                )
+                return previous.job_id
+        if previous is not None:
+            self.log.info("Earlier Slurm job %s %s; submitting a new one.", previous.job_id, previous.describe())
+        self._adopted = False
+        return self._submit(context, prepared, earlier=previous.job_id if previous else None)
+
+    def poll_until_complete(self, external_id: Any, context: Context) -> None:
+        """Wait for the job (or hand the wait to the triggerer); fails the task unless it COMPLETED."""
+        if self._resume_job is not None and self._resume_job.succeeded and not self._adopted:
+            self._already_completed(context, self._resume_job)
+            return
+        job_id = int(external_id)
+        self._polled = True
         self.job_id = job_id
         self.push_xcom(context, JOB_ID_XCOM_KEY, job_id)
-        if not self.wait_for_completion:
-            return job_id
-        return self._wait(context, job_id, adopted=adopted)
+        if self.wait_for_completion:
+            self._wait(context, job_id, adopted=self._adopted)
+
+    def get_job_result(self, external_id: Any, context: Context) -> int:
+        """The task's return value: the job id (a job an earlier try completed is finished here)."""
+        if not self._polled and self._resume_job is not None and self._resume_job.succeeded:
+            return self._already_completed(context, self._resume_job)
+        assert self.job_id is not None
+        return self.job_id
+
+    def _already_completed(self, context: Context, job: SlurmJob) -> int:
+        self._polled = True
+        self.log.info(
+            "Slurm job %s of this task instance already COMPLETED; not submitting again. "
+            "Use reattach_on_restart=False to force a new job.",
+            job.job_id,
+        )
+        self.push_xcom(context, JOB_ID_XCOM_KEY, job.job_id)
+        return self._finish(context, job)
 
     def _submission(self, context: Context) -> PreparedSubmission:
         """This task instance's submission as sent, tagged; a bad spec fails here, before any call.

@@ -31,6 +31,7 @@ class TaskInstance:
     map_index: int = -1
     try_number: int = 1
     xcom: dict[str, Any] = field(default_factory=dict)
+    stats_tags: dict[str, str] = field(default_factory=dict)  # read by Airflow 3.3's ResumableJobMixin
 
     def xcom_push(self, key: str, value: Any) -> None:
         self.xcom[key] = value

@@ -104,3 +104,22 @@ def test_airflow_writes_the_timeout_this_provider_matches() -> None:
         source = inspect.getsource(SchedulerJobRunner.check_trigger_timeouts)
         assert 'next_method="__fail__"' in source
         assert f'next_kwargs={{"error": "{AIRFLOW_2_TRIGGER_TIMEOUT_ERROR}"}}' in source
+
+
+def test_the_submit_operator_resumes_through_airflows_resumable_job_mixin_from_3_3() -> None:
+    """On Airflow 3.3+ the job id goes through Airflow's own ResumableJobMixin (its key, its
+    ``durable``); before, the operator's tag lookup stands in with the same calls."""
+    from airflow_provider_slurmapi._compat import AIRFLOW_V_3_3_PLUS
+    from airflow_provider_slurmapi.operators.slurm import JOB_ID_STATE_KEY, SlurmSubmitJobOperator
+
+    def submit(**kwargs: object) -> SlurmSubmitJobOperator:
+        return SlurmSubmitJobOperator(
+            task_id="t", script="#!/bin/bash\n", region="us-central1", cluster_id="c", **kwargs
+        )
+
+    if AIRFLOW_V_3_3_PLUS:
+        from airflow.sdk import ResumableJobMixin
+
+        assert isinstance(submit(), ResumableJobMixin)
+    assert submit().external_id_key == JOB_ID_STATE_KEY
+    assert submit().durable is True and submit(reattach_on_restart=False).durable is False
