@@ -1,11 +1,14 @@
-"""What this provider takes from Airflow beyond its stable API: the few names whose home moved
-between Airflow 3.x and 2.11, and the internal names of Airflow's it has to match.
+"""What this provider takes from Airflow: the few names whose home moved between Airflow 3.x and 2.x
+(2.10.5, 2.11), and the one internal name of Airflow's it still has to match (on 2.x only, see
+:func:`is_deferral_timeout`).
 
 Imported straight from ``airflow.sdk`` on Airflow 3 (not through ``common.compat``, whose lazy
 table costs DAG parsing a few hundred milliseconds).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from airflow import __version__ as _AIRFLOW_VERSION
 from airflow.exceptions import AirflowException
@@ -22,32 +25,75 @@ AIRFLOW_V_3_0_PLUS = _version_tuple(_AIRFLOW_VERSION) >= (3, 0)
 AIRFLOW_V_3_2_PLUS = _version_tuple(_AIRFLOW_VERSION) >= (3, 2)
 # From 3.3 the triggerer calls ``trigger.on_kill()`` when a user marks or clears a deferred task.
 AIRFLOW_V_3_3_PLUS = _version_tuple(_AIRFLOW_VERSION) >= (3, 3)
-# How Airflow resumes a deferred task whose trigger timed out (``execution_timeout`` or a sensor's
-# ``timeout``): next_method "__fail__" with this error (2.11's scheduler words it its own way). Both
-# are internal names of Airflow's.
-TRIGGER_FAIL_METHOD = "__fail__"
-TRIGGER_TIMEOUT_ERROR = "Trigger timeout" if AIRFLOW_V_3_0_PLUS else "Trigger/execution timeout"
+# Airflow 2.x words the failure of a deferred task whose trigger timed out with this message: an
+# internal string of its scheduler (``check_trigger_timeouts``), which it
+# raises as the public ``TaskDeferralError`` it raises for every other trigger failure too. It stays
+# because Airflow 2 has no public way to tell a timeout apart; Airflow 3 raises ``TaskDeferralTimeout``.
+# tests/unit/test_airflow_surface.py checks it against the scheduler's source on each 2.x version.
+AIRFLOW_2_TRIGGER_TIMEOUT_ERROR = "Trigger/execution timeout"
 
 if AIRFLOW_V_3_0_PLUS:
     from airflow.sdk import BaseOperator, BaseSensorOperator, Context
 
     # --- Airflow 3.1 (Cloud Composer 3's composer-3-airflow-3.1.8 image) ------------------------------
-    # 3.1's airflow.sdk has no ``conf`` and its airflow.sdk.exceptions no AirflowFailException or
-    # AirflowTaskTimeout (both came in 3.2): importing them there failed the whole provider. 3.1's task
-    # runner raises and catches airflow.exceptions' classes, and its configuration is airflow.configuration's.
+    # 3.1's airflow.sdk has no ``conf`` and its airflow.sdk.exceptions no AirflowFailException,
+    # AirflowTaskTimeout or TaskDeferralTimeout (all came in 3.2): importing them there failed the whole
+    # provider. 3.1's task runner raises and catches airflow.exceptions' classes, and its configuration
+    # is airflow.configuration's.
     if AIRFLOW_V_3_2_PLUS:
         from airflow.sdk import conf
-        from airflow.sdk.exceptions import AirflowFailException, AirflowTaskTimeout
+        from airflow.sdk.exceptions import AirflowFailException, AirflowTaskTimeout, TaskDeferralTimeout
     else:  # pragma: no cover - Airflow 3.0 and 3.1
         from airflow.configuration import conf  # type: ignore[no-redef,attr-defined,assignment]
-        from airflow.exceptions import AirflowFailException, AirflowTaskTimeout  # type: ignore[no-redef,attr-defined,assignment]
+        from airflow.exceptions import (  # type: ignore[no-redef,attr-defined,assignment]
+            AirflowFailException,
+            AirflowTaskTimeout,
+            TaskDeferralTimeout,
+        )
     # --- end of the Airflow 3.1 block ---------------------------------------------------------------
-else:  # pragma: no cover - Airflow 2.11
+else:  # pragma: no cover - Airflow 2.x
     from airflow.configuration import conf  # type: ignore[no-redef,attr-defined,assignment]
-    from airflow.exceptions import AirflowFailException, AirflowTaskTimeout  # type: ignore[no-redef,attr-defined,assignment]
+    from airflow.exceptions import AirflowFailException, AirflowTaskTimeout, TaskDeferralError  # type: ignore[no-redef,attr-defined,assignment]
     from airflow.models import BaseOperator  # type: ignore[no-redef,attr-defined,assignment]
     from airflow.sensors.base import BaseSensorOperator  # type: ignore[no-redef,attr-defined,assignment]
     from airflow.utils.context import Context  # type: ignore[no-redef,attr-defined,assignment]
+
+
+if AIRFLOW_V_3_3_PLUS:
+    from airflow.sdk import ResumableJobMixin
+else:  # pragma: no cover - before Airflow 3.3
+
+    class ResumableJobMixin:  # type: ignore[no-redef]
+        """Before Airflow 3.3 there is no task state store to resume from: the operator's own lookup
+        (its job's tag) is all a retry has. The same calls as Airflow's mixin, in the same order."""
+
+        external_id_key: str = "remote_job_id"
+        durable: bool = False
+
+        def execute_resumable(self, context: Any) -> Any:
+            external_id = self.submit_job(context)  # type: ignore[attr-defined]
+            self.poll_until_complete(external_id, context)  # type: ignore[attr-defined]
+            return self.get_job_result(external_id, context)  # type: ignore[attr-defined]
+
+
+def is_deferral_timeout(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by Airflow's ``resume_execution``, fails the task because its deferral
+    timed out (``execution_timeout``, a sensor's ``timeout``): the triggerer calls no ``on_kill`` then.
+
+    Follows the causes: a sensor raises ``AirflowSensorTimeout`` (or, with ``soft_fail``, a skip) from it.
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        if AIRFLOW_V_3_0_PLUS and isinstance(seen, TaskDeferralTimeout):
+            return True
+        if (
+            not AIRFLOW_V_3_0_PLUS
+            and isinstance(seen, TaskDeferralError)
+            and str(seen) == AIRFLOW_2_TRIGGER_TIMEOUT_ERROR
+        ):
+            return True  # pragma: no cover - Airflow 2.x
+        seen = seen.__cause__
+    return False
 
 
 def redact_text(text: str) -> str:
@@ -56,7 +102,7 @@ def redact_text(text: str) -> str:
     try:
         if AIRFLOW_V_3_0_PLUS:
             from airflow.sdk.log import redact
-        else:  # pragma: no cover - Airflow 2.11
+        else:  # pragma: no cover - Airflow 2.x
             from airflow.utils.log.secrets_masker import redact  # type: ignore[no-redef]
     except ImportError:  # pragma: no cover
         return text
@@ -65,17 +111,18 @@ def redact_text(text: str) -> str:
 
 
 __all__ = [
+    "AIRFLOW_2_TRIGGER_TIMEOUT_ERROR",
     "AIRFLOW_V_3_0_PLUS",
     "AIRFLOW_V_3_2_PLUS",
     "AIRFLOW_V_3_3_PLUS",
-    "TRIGGER_FAIL_METHOD",
-    "TRIGGER_TIMEOUT_ERROR",
     "AirflowException",
     "AirflowFailException",
     "AirflowTaskTimeout",
     "BaseOperator",
     "BaseSensorOperator",
     "Context",
+    "ResumableJobMixin",
     "conf",
+    "is_deferral_timeout",
     "redact_text",
 ]

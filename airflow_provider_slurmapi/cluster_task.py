@@ -127,6 +127,12 @@ class SlurmClusterMixin:
             state=job.state.value if job is not None else None,
         )
 
+    def push_xcom(self, context: Any, key: str, value: Any) -> None:
+        """Push ``value`` to XCom under ``key``, unless the task has ``do_xcom_push=False``: then nothing
+        of the task's goes to XCom (its return value, the job id, the job and its accounting)."""
+        if getattr(self, "do_xcom_push", True):
+            context["ti"].xcom_push(key=key, value=value)
+
     @cached_property
     def hook(self) -> SlurmApiHook:
         from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook

@@ -10,8 +10,6 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from airflow_provider_slurmapi._compat import TRIGGER_FAIL_METHOD, TRIGGER_TIMEOUT_ERROR
-
 if TYPE_CHECKING:
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
 
@@ -34,23 +32,20 @@ class _CancellingTask(Protocol):
     def hook(self) -> SlurmApiHook: ...
 
     @property
-    def log(self) -> Any: ...  # a logging.Logger on Airflow 2.11, structlog's on Airflow 3
+    def log(self) -> Any: ...  # a logging.Logger on Airflow 2, structlog's on Airflow 3
 
 
-def cancel_after_deferral_timeout(
-    task: _CancellingTask, next_method: str, next_kwargs: dict[str, Any] | None, job_id: int | None
-) -> None:
-    """Cancel ``job_id`` when Airflow resumes ``task`` only to fail it for a deferral timeout.
+def cancel_after_deferral_timeout(task: _CancellingTask, job_id: int | None) -> None:
+    """Cancel ``job_id`` when Airflow resumes ``task`` only to fail it for a deferral timeout
+    (:func:`~airflow_provider_slurmapi._compat.is_deferral_timeout` told it so).
 
     The triggerer does not call ``on_kill`` on a timeout; without this the job would run on,
     holding its GPUs, after the task has failed.
     """
-    if next_method != TRIGGER_FAIL_METHOD or job_id is None:
-        return
-    error = str((next_kwargs or {}).get("error", ""))
-    if TRIGGER_TIMEOUT_ERROR.lower() not in error.lower():
-        return
     log = task.log
+    if job_id is None:
+        log.warning("The wait for the Slurm job timed out, but its job id is not known here: nothing cancelled.")
+        return
     log.warning("The wait for Slurm job %s timed out; cancelling the job.", job_id)
     from airflow_provider_slurmapi.slurm.errors import SlurmApiError
 

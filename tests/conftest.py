@@ -35,6 +35,11 @@ DAGS_FOLDER.mkdir()
 for _dag_file in [
     *(REPO / "example_dags").glob("*.py"),
     *(REPO / "tests" / "dag_runs" / "dag_files").glob("*.[ps][yh]"),
+    *(
+        path
+        for suffix in (".sbatch", ".slurm", ".bash", ".tmpl")
+        for path in (REPO / "tests" / "dag_runs" / "dag_files").glob(f"*{suffix}")
+    ),
 ]:
     (DAGS_FOLDER / _dag_file.name).symlink_to(_dag_file)
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(DAGS_FOLDER)

@@ -1,14 +1,15 @@
 """``@task.slurm``: a TaskFlow function that returns the batch script; the submit operator runs it.
 
-As ``@task.bash`` returns a command, the function returns the script (or a path ending in ``.sh`` of
-the DAG folder); the decorator's keyword arguments are those of :class:`SlurmSubmitJobOperator`
-(``job``, ``region``, ``cluster_id``, ``deferrable``...). The function runs on the worker when the
-task starts.
+As ``@task.bash`` returns a command, the function returns the script (or a file of the DAG folder:
+one line ending in ``.sh``, ``.sbatch``, ``.slurm`` or ``.bash``); the decorator's keyword arguments
+are those of :class:`SlurmSubmitJobOperator` (``job``, ``region``, ``cluster_id``, ``deferrable``...).
+The function runs on the worker when the task starts.
 
 The returned text is submitted as it is, not rendered by Jinja (``@task.bash`` renders its command):
 the function already has its arguments rendered and any context key it names, and a value it was
 given (``dag_run.conf`` is anyone's to set) must never be evaluated as a template. A returned path
-is read from the DAG folder and rendered, as ``script="train.sh"`` is: that file is the DAG's own.
+is read from the DAG folder (and ``template_searchpath``) and rendered, as ``script="train.sh"`` is:
+Airflow's template loader reads no file outside those folders.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from airflow_provider_slurmapi.slurm.errors import ConfigurationError
 
 if AIRFLOW_V_3_0_PLUS:
     from airflow.sdk.bases.decorator import DecoratedOperator, TaskDecorator, task_decorator_factory
-    from airflow.sdk.definitions._internal.types import SET_DURING_EXECUTION as _SCRIPT_PLACEHOLDER
     from airflow.sdk.definitions.context import context_merge
 
     try:
@@ -37,14 +37,18 @@ else:  # pragma: no cover - Airflow 2.11
     )
     from airflow.utils.context import context_merge  # type: ignore[no-redef,attr-defined,assignment]
     from airflow.utils.operator_helpers import determine_kwargs  # type: ignore[no-redef,attr-defined,assignment]
-    from airflow.utils.types import NOTSET as _SCRIPT_PLACEHOLDER  # type: ignore[no-redef,attr-defined,assignment]
 
 if TYPE_CHECKING:
     from airflow_provider_slurmapi._compat import Context
 
+# What the operator holds as its script until the function returns it (shown in Rendered Template
+# before the task has run). A plain string of ours: Airflow's own marker lives in an internal module.
+SCRIPT_PLACEHOLDER = "# set when the task runs: the script the @task.slurm function returns"
+
 SCRIPT_HINT = (
     "It must return the batch script as a non-empty string starting with '#!', e.g. "
-    "'#!/bin/bash\\nsrun python train.py\\n', or a path ending in .sh of the DAG folder."
+    "'#!/bin/bash\\nsrun python train.py\\n', or a file of the DAG folder: one line ending in "
+    ".sh, .sbatch, .slurm or .bash."
 )
 
 
@@ -82,7 +86,7 @@ class _SlurmDecoratedOperator(DecoratedOperator, SlurmSubmitJobOperator):  # typ
             python_callable=python_callable,
             op_args=op_args,
             op_kwargs=op_kwargs,
-            script=_SCRIPT_PLACEHOLDER,
+            script=SCRIPT_PLACEHOLDER,
             **kwargs,
         )
 
@@ -96,8 +100,8 @@ class _SlurmDecoratedOperator(DecoratedOperator, SlurmSubmitJobOperator):  # typ
         if not script.strip():
             raise ConfigurationError(f"@task.slurm function {name!r} returned an empty script. {SCRIPT_HINT}")
         self.script = script
-        if is_script_path(script):  # the DAG's own file: read and rendered as script="train.sh" is
-            self._do_render_template_fields(self, ("script",), context, self.get_template_env(), set())
+        if is_script_path(script):  # a file of the DAG folder: read and rendered as script="train.sh" is
+            self._script_file = script
         return super().execute(context)
 
 

@@ -249,9 +249,10 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         """States of the given jobs still in the live queue, in one call (``jobs/state``, else ``jobs/``)."""
         return as_states(self.get_live_states(job_ids, tasks=tasks))
 
-    def list_jobs(self, *, history: bool = False, **filters: Any) -> list[SlurmJob]:
-        """Jobs of the live queue, or (``history=True``) of the accounting history with its filters."""
-        return self._run(self._list_jobs_plan(history=history, filters=filters))
+    def list_jobs(self, *, history: bool = False, own: bool = False, **filters: Any) -> list[SlurmJob]:
+        """Jobs of the live queue, or (``history=True``) of the accounting history with its filters;
+        ``own``: only the calling user's (unless the history ``users`` filter names whose)."""
+        return self._run(self._list_jobs_plan(history=history, filters=filters, own=own))
 
     def list_partitions(self) -> list[str]:
         """The names of the cluster's partitions (``GET /slurm/{v}/partitions/``)."""
@@ -669,8 +670,8 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
     ) -> dict[int, JobStateInfo]:
         return as_states(await self.get_live_states(job_ids, tasks=tasks))
 
-    async def list_jobs(self, *, history: bool = False, **filters: Any) -> list[SlurmJob]:
-        return await self._run(self._list_jobs_plan(history=history, filters=filters))
+    async def list_jobs(self, *, history: bool = False, own: bool = False, **filters: Any) -> list[SlurmJob]:
+        return await self._run(self._list_jobs_plan(history=history, filters=filters, own=own))
 
     async def list_partitions(self) -> list[str]:
         return await self._run(self._partitions_plan())

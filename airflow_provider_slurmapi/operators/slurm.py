@@ -9,10 +9,18 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException, BaseOperator, conf, redact_text
+from airflow_provider_slurmapi._compat import (
+    AirflowException,
+    AirflowFailException,
+    BaseOperator,
+    ResumableJobMixin,
+    conf,
+    is_deferral_timeout,
+    redact_text,
+)
 from airflow_provider_slurmapi.cluster_task import (
     CLUSTER_TEMPLATE_FIELDS,
     DEFAULT_ACCOUNTING_WAIT_SECONDS,
@@ -58,7 +66,8 @@ if TYPE_CHECKING:
     from airflow_provider_slurmapi._compat import Context
     from airflow_provider_slurmapi.slurm.job import SlurmJob
 
-# task_state_store key of the submitted job id (Airflow 3.3+); renaming it breaks in-flight retries.
+# task_state_store key of the submitted job id (Airflow 3.3+, ResumableJobMixin's external_id_key);
+# renaming it breaks in-flight retries.
 JOB_ID_STATE_KEY = "slurm_job_id"
 JOB_ID_XCOM_KEY = "slurm_job_id"
 JOB_XCOM_KEY = "slurm_job"
@@ -70,12 +79,19 @@ def _map_index(ti: Any) -> int:
     return -1 if map_index is None else int(map_index)
 
 
+# A ``script`` of one line ending in one of these is a file of the DAG folder, not the script itself.
+SCRIPT_FILE_SUFFIXES: tuple[str, ...] = (".sh", ".sbatch", ".slurm", ".bash")
+
+
 def is_script_path(script: object) -> bool:
-    """A script given as a file of the DAG folder: one line ending in ``.sh``. Anything else is the script."""
-    return isinstance(script, str) and script.endswith(".sh") and "\n" not in script and "\r" not in script
+    """A script given as a file of the DAG folder: one line ending in ``.sh``, ``.sbatch``, ``.slurm`` or
+    ``.bash``. Anything else is the script itself."""
+    return (
+        isinstance(script, str) and script.endswith(SCRIPT_FILE_SUFFIXES) and "\n" not in script and "\r" not in script
+    )
 
 
-def read_script_file(jinja_env: jinja2.Environment, path: str) -> str:
+def read_script_file(jinja_env: jinja2.Environment, path: str, *, field: str = "script") -> str:
     """The text of a script file, found as Airflow finds templates: the DAG's folder, ``template_searchpath``."""
     import jinja2
 
@@ -84,15 +100,32 @@ def read_script_file(jinja_env: jinja2.Environment, path: str) -> str:
             raise jinja2.TemplateNotFound(path)
         source: str = jinja_env.loader.get_source(jinja_env, path)[0]
     except jinja2.TemplateNotFound:
+        why = (
+            "names the script's file"
+            if field == "script_path"
+            else f"is one line ending in {', '.join(SCRIPT_FILE_SUFFIXES)}, so it is read as a file"
+        )
         raise ConfigurationError(
-            f"script={path!r} is one line ending in .sh, so it is read as a file, but there is no such file in "
-            "the DAG's folder or its template_searchpath. Put the file there, or give the script itself "
-            "(several lines, starting with '#!')."
+            f"{field}={path!r} {why}, but there is no such file in the DAG's folder or its "
+            "template_searchpath. Put the file there, or give the script itself (several lines, starting "
+            "with '#!')."
         ) from None
     return source
 
 
-class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
+def _check_script_form(script: object) -> None:
+    """Refuse one line that is neither a script nor a script file, naming the rule that reads files."""
+    if not isinstance(script, str) or not script.strip() or "\n" in script.strip() or script.lstrip().startswith("#!"):
+        return  # a script (prepare_submission checks the rest)
+    raise ConfigurationError(
+        f"script={script[:80]!r} is one line that does not start with '#!', so it is neither a batch script "
+        f"nor a script file: only one line ending in {', '.join(SCRIPT_FILE_SUFFIXES)} is read from the DAG's "
+        "folder. Rename the file, pass script_path='...' for a file of any name, or give the script itself "
+        "(starting with '#!/bin/bash')."
+    )
+
+
+class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator):
     """Submit a Slurm batch job and (by default) wait until it is over.
 
     The job id goes to XCom at once (key ``slurm_job_id``) and is the task's return value. COMPLETED
@@ -107,17 +140,28 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     cancels the earlier try's job from the triggerer, maybe after the new try found it running) is
     replaced by one new job, once.
 
+    On Airflow 3.3+ this is Airflow's ``ResumableJobMixin``: the job id is saved in the task state
+    store before the wait, and a retry reattaches through it; the tag lookup covers what the store
+    cannot (a worker lost between the submit and the save, and Airflow before 3.3).
+
     :param job: Slurm job description fields, named as Slurm names them (``name``, ``partition``,
         ``tres_per_node``, ``time_limit`` in minutes or ``{"set": True, "number": N}``...). Templated.
         ``current_working_directory`` and ``environment`` get documented defaults if missing (logged).
     :param script: the batch script (``#!/bin/bash...``), or a file of the DAG folder (or
-        ``template_searchpath``): one line ending in ``.sh``, read and rendered as a template. Templated;
-        no other field is ever read from a file.
+        ``template_searchpath``): one line ending in ``.sh``, ``.sbatch``, ``.slurm`` or ``.bash``, read
+        and rendered as a template. Templated; only the value written in the DAG file (or given to
+        ``expand``) is read as a path, never a value rendered from ``dag_run.conf``, and no other field
+        is ever read from a file. Give either ``script`` or ``script_path``.
+    :param script_path: the file of the batch script, whatever its name (``"jobs/train.py.tmpl"``),
+        found as ``script`` files are: the DAG's folder, then ``template_searchpath``. Read and rendered
+        as a template when the task runs. Not templated: the DAG's author names the file.
     :param wait_for_completion: wait for the job to end; if False, return once it is submitted.
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
     :param poll_interval: seconds between polls.
     :param cancel_on_kill: cancel the job when the task is killed, times out or is marked by a user.
-    :param reattach_on_restart: look for this task instance's job before submitting.
+    :param reattach_on_restart: look for this task instance's job before submitting (the stored job
+        id on Airflow 3.3+, as ``ResumableJobMixin``'s ``durable``, then the tag). ``False`` always
+        submits a new job.
     :param missing_grace_seconds: how long a job may be in neither the live queue nor the history
         (accounting records arrive late) before the task fails.
     :param outage_tolerance_seconds: how long the wait rides out an API outage (UNAVAILABLE, 5xx, no
@@ -148,9 +192,10 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     """
 
     template_fields: Sequence[str] = ("job", "script", *CLUSTER_TEMPLATE_FIELDS)
+    external_id_key = JOB_ID_STATE_KEY
     # Airflow's template_ext would read *every* templated string ending in ".sh" from a file: a job
     # name "train.sh" or an inline script whose last line runs "./run.sh". Only ``script`` is ever
-    # read from a file, and only when it is a path (see ``is_script_path``).
+    # read from a file, and only when it is a path as written in the DAG (see ``_script_file``).
     template_ext: Sequence[str] = ()
     template_fields_renderers = {"job": "json", "script": "bash"}
     ui_color = "#d9ecf2"
@@ -158,7 +203,8 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     def __init__(
         self,
         *,
-        script: str,
+        script: str | None = None,
+        script_path: str | None = None,
         region: str,
         cluster_id: str,
         job: dict[str, Any] | None = None,
@@ -199,7 +245,18 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         self.sbatch_directives = sbatch_directives
         self.accounting_wait_seconds = accounting_wait_seconds
         self.job = job or {}
-        self.script = script
+        if (script is None) == (script_path is None):
+            raise ValueError(
+                f"Give the batch script as script= (its text, or a file ending in {', '.join(SCRIPT_FILE_SUFFIXES)}) "
+                f"or as script_path= (a file of the DAG folder), not {'both' if script_path else 'neither'}."
+            )
+        self.script_path = script_path
+        # The file to read when the task runs: named by the DAG's author, before any rendering, so a
+        # value rendered from dag_run.conf is never taken for a path.
+        self._script_file: str | None = (
+            script_path if script_path is not None else (script if is_script_path(script) else None)
+        )
+        self.script: str = script if script is not None else str(script_path)
         self.wait_for_completion = wait_for_completion
         self.deferrable = default_deferrable() if deferrable is None else deferrable
         self.poll_interval = poll_interval
@@ -214,68 +271,125 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         self.job_id: int | None = None
         self._job_over = False
         self._last_job: SlurmJob | None = None
+        # One try's choice between an earlier try's job and a new one (see the ResumableJobMixin part).
+        self.durable = reattach_on_restart
+        self._prepared: PreparedSubmission | None = None
+        self._resume_job: SlurmJob | None = None
+        self._adopted = False
+        self._polled = False
 
     # -- the script file -------------------------------------------------------------------------
     def resolve_template_files(self) -> None:
-        """At parse time, read a ``script`` path from the DAG folder, as Airflow does for template_ext."""
-        if is_script_path(self.script):
-            with contextlib.suppress(ConfigurationError):  # rendering the task reports it, with the fix
-                self.script = read_script_file(self.get_template_env(), self.script)
+        """At parse time, read the script file from the DAG folder, as Airflow does for template_ext:
+        Airflow then renders its text like any inline script, and shows it in Rendered Template."""
+        if self._script_file is not None and self.script == self._script_file:
+            with contextlib.suppress(ConfigurationError):  # the task reports it when it runs, with the fix
+                self.script = read_script_file(self.get_template_env(), self._script_file, field=self._script_field)
         super().resolve_template_files()
 
-    @fails_fast
-    def _do_render_template_fields(
-        self,
-        parent: Any,
-        template_fields: Iterable[str],
-        context: Context,
-        jinja_env: jinja2.Environment,
-        seen_oids: set[int],
-    ) -> None:
-        """Read a ``script`` path from the DAG folder, then render every field as Airflow does.
+    @property
+    def _script_field(self) -> str:
+        return "script_path" if self.script_path is not None else "script"
 
-        This is the method Airflow calls for a plain task and for each task of a mapped one, on 2.11
-        and 3.x, so the file's text is rendered exactly once, like any inline script.
-        """
-        if parent is self and "script" in template_fields and is_script_path(self.script):
-            self.script = read_script_file(jinja_env, self.script)
-        super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
+    def read_script(self, context: Context) -> None:
+        """Read and render the script file if the parse did not (each task of a mapped one, a missing
+        file): through Airflow's public ``render_template``, so its text is rendered exactly once."""
+        if self._script_file is None or self.script != self._script_file:
+            return
+        source = read_script_file(self.get_template_env(), self._script_file, field=self._script_field)
+        self.script = self.render_template(source, context)
 
     # -- submit or reattach -----------------------------------------------------------------------
     @fails_fast
     def execute(self, context: Context) -> int:
         self.check_cluster_args()
-        ti = context["ti"]
-        prepared = self._submission(context)
-        tag = prepared.tag
-        assert tag is not None
-        previous = self._previous_job(context, tag, prepared.job.get("name")) if self.reattach_on_restart else None
-        if previous is not None and previous.succeeded:
-            self.log.info(
-                "Slurm job %s of this task instance already COMPLETED (tag %s); not submitting again. "
-                "Use reattach_on_restart=False to force a new job.",
-                previous.job_id,
-                tag,
-            )
-            ti.xcom_push(key=JOB_ID_XCOM_KEY, value=previous.job_id)
-            return self._finish(context, previous)
-        adopted = previous is not None and not previous.state_info.has_ended
-        if previous is not None and adopted:
+        self.read_script(context)
+        self._prepared = self._submission(context)
+        self.execute_resumable(context)  # on Airflow 3.3+ it may return poll_until_complete's None
+        assert self.job_id is not None
+        return self.job_id
+
+    # -- ResumableJobMixin: reconnect through the task state store (Airflow 3.3+), else by tag -----
+    def get_job_status(self, external_id: Any, context: Context) -> str:
+        """The state of the job id an earlier try stored (Airflow 3.3+), for the mixin's choice:
+        pending or running, reattach; completed, its result; ended otherwise or unknown, submit anew."""
+        try:
+            job = self.hook.get_job(parse_job_id(str(external_id)))
+        except (ValueError, TypeError, AirflowException) as exc:
+            self.log.warning("Ignoring the stored Slurm job id %r: %s", external_id, exc)
+            return "UNKNOWN"
+        if job is None:
+            self.log.info("Slurm job %s stored by an earlier try is unknown to Slurm.", external_id)
+            return "UNKNOWN"
+        self._resume_job = job
+        self._adopted = not job.state_info.has_ended
+        if self._adopted:
             self.log.info(
                 "Reattaching to Slurm job %s of this task instance (%s), submitted by an earlier try.",
-                previous.job_id,
-                previous.describe(),
+                job.job_id,
+                job.describe(),
             )
-            job_id = previous.job_id
-        else:
-            if previous is not None:
-                self.log.info("Earlier Slurm job %s %s; submitting a new one.", previous.job_id, previous.describe())
-            job_id = self._submit(context, prepared, earlier=previous.job_id if previous else None)
+        return job.state.value
+
+    def is_job_active(self, status: str) -> bool:
+        return self._resume_job is not None and not self._resume_job.state_info.has_ended
+
+    def is_job_succeeded(self, status: str) -> bool:
+        return self._resume_job is not None and self._resume_job.succeeded
+
+    def submit_job(self, context: Context) -> int:
+        """This try's job: an earlier try's one found by tag if it still runs or completed (the
+        fallback where no job id was stored: before Airflow 3.3, or a crash between submit and store),
+        else a new one."""
+        prepared = self._prepared
+        assert prepared is not None and prepared.tag is not None
+        previous = self._resume_job  # the stored job, ended: no need to look again
+        if previous is None and self.reattach_on_restart:
+            previous = self._previous_job(context, prepared.tag, prepared.job.get("name"))
+            if previous is not None and previous.succeeded:
+                self._resume_job = previous  # get_job_result finishes with it
+                return previous.job_id
+            if previous is not None and not previous.state_info.has_ended:
+                self._adopted = True
+                self.log.info(
+                    "Reattaching to Slurm job %s of this task instance (%s), submitted by an earlier try.",
+                    previous.job_id,
+                    previous.describe(),
+                )
+                return previous.job_id
+        if previous is not None:
+            self.log.info("Earlier Slurm job %s %s; submitting a new one.", previous.job_id, previous.describe())
+        self._adopted = False
+        return self._submit(context, prepared, earlier=previous.job_id if previous else None)
+
+    def poll_until_complete(self, external_id: Any, context: Context) -> None:
+        """Wait for the job (or hand the wait to the triggerer); fails the task unless it COMPLETED."""
+        if self._resume_job is not None and self._resume_job.succeeded and not self._adopted:
+            self._already_completed(context, self._resume_job)
+            return
+        job_id = int(external_id)
+        self._polled = True
         self.job_id = job_id
-        ti.xcom_push(key=JOB_ID_XCOM_KEY, value=job_id)
-        if not self.wait_for_completion:
-            return job_id
-        return self._wait(context, job_id, adopted=adopted)
+        self.push_xcom(context, JOB_ID_XCOM_KEY, job_id)
+        if self.wait_for_completion:
+            self._wait(context, job_id, adopted=self._adopted)
+
+    def get_job_result(self, external_id: Any, context: Context) -> int:
+        """The task's return value: the job id (a job an earlier try completed is finished here)."""
+        if not self._polled and self._resume_job is not None and self._resume_job.succeeded:
+            return self._already_completed(context, self._resume_job)
+        assert self.job_id is not None
+        return self.job_id
+
+    def _already_completed(self, context: Context, job: SlurmJob) -> int:
+        self._polled = True
+        self.log.info(
+            "Slurm job %s of this task instance already COMPLETED; not submitting again. "
+            "Use reattach_on_restart=False to force a new job.",
+            job.job_id,
+        )
+        self.push_xcom(context, JOB_ID_XCOM_KEY, job.job_id)
+        return self._finish(context, job)
 
     def _submission(self, context: Context) -> PreparedSubmission:
         """This task instance's submission as sent, tagged; a bad spec fails here, before any call.
@@ -299,6 +413,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             self.log.info("job.name was not set; naming the Slurm job %r.", job_spec["name"])
         if self.openlineage_inject_parent_job_info:
             job_spec = self._with_parent_run(context, job_spec)
+        _check_script_form(self.script)
         comment = task_comment(tag, ti.dag_id, ti.task_id, ti.run_id, _map_index(ti))
         # What is sent, so what the 1 MB request limit counts: the wrapped script, or yours byte for byte.
         wrap = wrap_script if self.report_output else None
@@ -367,12 +482,13 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
             return self.hook.get_job(found.array_job_id) or found
         return found
 
-    def _stored_job_id(self, context: Context) -> int | None:
-        """The job id an earlier try stored: task state store (Airflow 3.3+), else its XCom if it survived."""
+    def _stored_job_id(self, context: Context, *, any_try: bool = False) -> int | None:
+        """The job id an earlier try stored (or this try's, with ``any_try``): task state store (Airflow
+        3.3+), else its XCom if it survived (none with ``do_xcom_push=False``)."""
         store = context.get("task_state_store")
         stored: Any = store.get(JOB_ID_STATE_KEY) if store is not None else None
         ti = context["ti"]
-        if not stored and int(getattr(ti, "try_number", 1) or 1) > 1:
+        if not stored and (any_try or int(getattr(ti, "try_number", 1) or 1) > 1):
             stored = ti.xcom_pull(task_ids=ti.task_id, key=JOB_ID_XCOM_KEY, map_indexes=ti.map_index)
         if not stored:
             return None
@@ -468,7 +584,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         record["accounting"] = self.report_accounting(
             job.job_id, self.accounting_wait_seconds, array=job.array is not None
         )
-        context["ti"].xcom_push(key=JOB_XCOM_KEY, value=record)
+        self.push_xcom(context, JOB_XCOM_KEY, record)
         if not job.succeeded:
             raise AirflowException(redact_text(job.failure_message(output_expected=self.report_output)))
         self.log.info("Slurm job %s %s.", job.job_id, job.describe())
@@ -493,7 +609,7 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
         )
         job_id = self._submit(context, self._submission(context), earlier=job.job_id)
         self.job_id = job_id
-        context["ti"].xcom_push(key=JOB_ID_XCOM_KEY, value=job_id)
+        self.push_xcom(context, JOB_ID_XCOM_KEY, job_id)
         return self._wait(context, job_id)
 
     # -- lineage ----------------------------------------------------------------------------------
@@ -508,11 +624,12 @@ class SlurmSubmitJobOperator(SlurmClusterMixin, BaseOperator):
     # -- kill -------------------------------------------------------------------------------------
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
         """A deferral that timed out cancels the job (when ``cancel_on_kill``), then fails as usual."""
-        if self.cancel_on_kill:
-            ti = context["ti"]
-            job_id = ti.xcom_pull(task_ids=ti.task_id, key=JOB_ID_XCOM_KEY, map_indexes=ti.map_index)
-            cancel_after_deferral_timeout(self, next_method, next_kwargs, parse_job_id(job_id) if job_id else None)
-        return super().resume_execution(next_method, next_kwargs, context)
+        try:
+            return super().resume_execution(next_method, next_kwargs, context)
+        except Exception as exc:
+            if self.cancel_on_kill and is_deferral_timeout(exc):
+                cancel_after_deferral_timeout(self, self._stored_job_id(context, any_try=True))
+            raise
 
     def on_kill(self) -> None:
         """SIGTERM or execution_timeout on the worker: cancel the job if it may still run."""
@@ -641,17 +758,30 @@ class SlurmGetJobOperator(SlurmClusterMixin, BaseOperator):
         return job.to_dict()
 
 
+# How many jobs SlurmListJobsOperator returns (to XCom) at most, unless told otherwise.
+DEFAULT_LIST_LIMIT = 1000
+
+
 class SlurmListJobsOperator(SlurmClusterMixin, BaseOperator):
-    """List jobs of the live queue, or of the accounting history. Returns a list of job dicts.
+    """List the caller's own jobs of the live queue, or of the accounting history. Returns a list of job
+    dicts, newest first, at most ``limit`` of them.
+
+    The caller is the Slurm user the Slurm Job API runs the calls as (``meta.client.user`` of its
+    answers). On a shared cluster every other user's jobs are their data: they are listed only when
+    asked for, with ``all_users=True`` or the history's ``users`` filter.
 
     :param history: list from ``/slurmdb`` (finished jobs too) instead of the live queue.
-    :param filters: ``/slurmdb`` filters, e.g. ``{"users": ["alice"], "job_name": "train",
-        "start_time": 1700000000}`` (lists become repeated parameters). Only with ``history=True``.
+    :param filters: ``/slurmdb`` filters, e.g. ``{"job_name": "train", "start_time": 1700000000}``
+        (lists become repeated parameters). Only with ``history=True``. ``users`` names whose jobs are
+        listed, instead of the caller's own.
     :param states: keep only jobs in these base states (e.g. ``["RUNNING", "PENDING"]``).
     :param name: keep only jobs with this name.
+    :param all_users: list every user's jobs, not only the caller's own. Templated.
+    :param limit: return at most this many jobs, the newest (by submit time) first; the log says how
+        many more there were. ``None``: no limit. Templated.
     """
 
-    template_fields: Sequence[str] = ("filters", "states", "name", *CLUSTER_TEMPLATE_FIELDS)
+    template_fields: Sequence[str] = ("filters", "states", "name", "all_users", "limit", *CLUSTER_TEMPLATE_FIELDS)
 
     def __init__(
         self,
@@ -662,6 +792,8 @@ class SlurmListJobsOperator(SlurmClusterMixin, BaseOperator):
         filters: dict[str, Any] | None = None,
         states: Sequence[str] | None = None,
         name: str | None = None,
+        all_users: bool = False,
+        limit: int | None = DEFAULT_LIST_LIMIT,
         project_id: str | None = None,
         gcp_conn_id: str = "google_cloud_default",
         api_version: str = DEFAULT_API_VERSION,
@@ -688,15 +820,47 @@ class SlurmListJobsOperator(SlurmClusterMixin, BaseOperator):
         self.filters = filters or {}
         self.states = states
         self.name = name
+        self.all_users = all_users
+        self.limit = limit
 
     @fails_fast
     def execute(self, context: Context) -> list[dict[str, Any]]:
         self.check_cluster_args()
-        jobs = self.hook.list_jobs(history=self.history, **self.filters)
+        limit = _check_limit(self.limit)
+        all_users = _check_flag("all_users", self.all_users)
+        jobs = self.hook.list_jobs(history=self.history, own=not all_users, **self.filters)
         if self.states:
             wanted = {s.upper() for s in self.states}
             jobs = [job for job in jobs if job.state.value in wanted]
         if self.name:
             jobs = [job for job in jobs if job.name == self.name]
-        self.log.info("%d Slurm job(s) listed from the %s.", len(jobs), "history" if self.history else "live queue")
+        jobs.sort(key=lambda job: (job.submit_time or 0, job.job_id), reverse=True)
+        whose = "every user's" if all_users or (self.history and self.filters.get("users")) else "the caller's own"
+        where = "history" if self.history else "live queue"
+        if limit is not None and len(jobs) > limit:
+            self.log.info(
+                "%d Slurm job(s) (%s) in the %s; returning the newest %d (limit).", len(jobs), whose, where, limit
+            )
+            jobs = jobs[:limit]
+        else:
+            self.log.info("%d Slurm job(s) (%s) listed from the %s.", len(jobs), whose, where)
         return [job.to_dict() for job in jobs]
+
+
+def _check_limit(limit: object) -> int | None:
+    """``limit`` as rendered: None, or a positive int (a rendered template gives text)."""
+    if limit is None:
+        return None
+    text = str(limit).strip()
+    if isinstance(limit, bool) or not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise ConfigurationError(f"limit={limit!r} must be a positive whole number of jobs, or None for no limit.")
+    return int(text)
+
+
+def _check_flag(field: str, value: object) -> bool:
+    """A boolean argument as rendered (a template renders "True"/"False" as text)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ConfigurationError(f"{field}={value!r} must be True or False.")

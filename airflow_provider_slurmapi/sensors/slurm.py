@@ -6,8 +6,10 @@ the live queue into the history. Poke/reschedule mode, or ``deferrable=True`` (t
 In reschedule mode every poke is a new process. On Airflow 3.3+ the watch (last state seen, since
 when the job is missing, since when the API is down) is kept in the task state store between pokes.
 Earlier versions have no store that outlives a poke (XComs are cleared when a rescheduled task
-starts again), so there a poke waits out a missing job or an outage itself, and logs the job's state
-on the first poke and its changes only as far as one poke sees them.
+starts again), so there a poke waits out a missing job itself (up to ``missing_grace_seconds``), gives
+its slot back during an API outage (the poke returns False, the next one looks again, and the
+sensor's ``timeout`` bounds the outage), and logs the job's state on the first poke and its changes
+only as far as one poke sees them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException, BaseSensorOperator, redact_text
+from airflow_provider_slurmapi._compat import (
+    AirflowException,
+    AirflowFailException,
+    BaseSensorOperator,
+    is_deferral_timeout,
+    redact_text,
+)
 from airflow_provider_slurmapi.cluster_task import (
     CLUSTER_TEMPLATE_FIELDS,
     DEFAULT_ACCOUNTING_WAIT_SECONDS,
@@ -58,6 +66,8 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
     :param missing_grace_seconds: how long the job may be in neither the live queue nor the history.
     :param outage_tolerance_seconds: how long the wait rides out an API outage (UNAVAILABLE, 5xx, no
         connection; warned about every few minutes) before the task fails. Permanent errors fail at once.
+        In reschedule mode before Airflow 3.3 no poke knows when the outage began: each poke that
+        meets it gives its slot back, and the sensor's ``timeout`` ends the wait instead.
     :param log_progress: log each new progress message the job sets (``slurm_progress``, ``Extra=``).
     :param array_fail_fast: when ``job_id`` is a job array, cancel its remaining tasks at the first
         failed task. The sensor waits for every task of an array and succeeds when all COMPLETED.
@@ -108,6 +118,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         self.array_fail_fast = array_fail_fast
         self.accounting_wait_seconds = accounting_wait_seconds
         self._watch: JobWatch | None = None
+        self._outage = False
         self._last_event_job: SlurmJob | None = None
 
     @fails_fast
@@ -157,10 +168,18 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         # poke only, and waits out a missing job or an outage here, where the grace and the tolerance
         # can end the wait.
         forgetful = self.reschedule and store is None
-        step = self._look(watch, job_id, quiet=forgetful and not _is_first_poke(context))
-        while forgetful and step.job is None:
+        step = self._look(watch, job_id, quiet=forgetful and not _is_first_poke(context), forgetful=forgetful)
+        while forgetful and step.job is None and not self._outage:
             time.sleep(self.poke_interval)
-            step = self._look(watch, job_id)
+            step = self._look(watch, job_id, forgetful=forgetful)
+        if forgetful and self._outage:
+            self.log.warning(
+                "The Slurm Job API did not answer about Slurm job %s; the job runs on. This poke gives its "
+                "slot back and the next one looks again (the sensor's timeout of %ss bounds the outage).",
+                job_id,
+                self.timeout,
+            )
+            return False
         if store is not None:
             store.set(WATCH_STATE_KEY, {"try_number": try_number, "watch": watch.snapshot()})
         if not step.finished or step.job is None:
@@ -175,7 +194,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         job_id = parse_job_id(self.job_id)
         array = record.get("array") is not None
         record = {**record, "accounting": self.report_accounting(job_id, self.accounting_wait_seconds, array=array)}
-        context["ti"].xcom_push(key=JOB_XCOM_KEY, value=record)
+        self.push_xcom(context, JOB_XCOM_KEY, record)
 
     def _new_watch(self, job_id: int, saved: object = None) -> JobWatch:
         """A watch of ``job_id``, going on from ``saved`` (an earlier poke's snapshot) if it is one."""
@@ -188,15 +207,23 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
             array_fail_fast=self.array_fail_fast,
         )
 
-    def _look(self, watch: JobWatch, job_id: int, *, quiet: bool = False) -> WatchStep:
-        """One observation of the job; ``quiet`` keeps an unchanged, unfinished state out of the log."""
+    def _look(self, watch: JobWatch, job_id: int, *, quiet: bool = False, forgetful: bool = False) -> WatchStep:
+        """One observation of the job; ``quiet`` keeps an unchanged, unfinished state out of the log.
+
+        Sets ``_outage`` when the API gave no usable answer (an outage the watch still rides out);
+        ``forgetful`` (a poke that keeps no watch) leaves the outage to the poke to log.
+        """
+        self._outage = False
         try:
             job = self.hook.get_job(job_id)
         except SlurmApiError as exc:
             step = watch.observe_error(exc)
+            self._outage = True
         else:
             step = watch.observe(job)
-        if quiet and not step.finished and not step.warning:
+        if forgetful and self._outage:
+            pass
+        elif quiet and not step.finished and not step.warning:
             self.log.debug("%s", step.message)
             if step.progress:
                 self.log.info("%s", redact_text(step.progress))
@@ -208,9 +235,12 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
         """With ``cancel_on_kill``, a deferral that timed out cancels the job, then fails as usual."""
-        if self.cancel_on_kill:
-            cancel_after_deferral_timeout(self, next_method, next_kwargs, parse_job_id(self.job_id))
-        return super().resume_execution(next_method, next_kwargs, context)
+        try:
+            return super().resume_execution(next_method, next_kwargs, context)
+        except Exception as exc:
+            if self.cancel_on_kill and is_deferral_timeout(exc):
+                cancel_after_deferral_timeout(self, parse_job_id(self.job_id))
+            raise
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """The run facet ``slurmJob``: the cluster and the job watched (called by the OpenLineage listener)."""

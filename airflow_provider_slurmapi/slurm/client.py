@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 import tenacity
 
 from airflow_provider_slurmapi.slurm.array import complete_array
+from airflow_provider_slurmapi.slurm.caller import require_caller_user
 from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
 from airflow_provider_slurmapi.slurm.envelope import HttpMethod, SlurmResponse, encode_request, parse_envelope
 from airflow_provider_slurmapi.slurm.errors import (
@@ -211,9 +212,25 @@ class SlurmClientBase:
         ids = list(job_ids)
         return one_call(SlurmRequest("GET", self.paths.jobs(), lambda response: read_jobs_by_id(response, ids)))
 
-    def _list_jobs_plan(self, *, history: bool, filters: Mapping[str, Any]) -> Plan[list[SlurmJob]]:
+    def _list_jobs_plan(self, *, history: bool, filters: Mapping[str, Any], own: bool = False) -> Plan[list[SlurmJob]]:
+        if own and not (history and filters.get("users")):
+            return self._own_jobs_plan(history=history, filters=filters)
         path = self.paths.history_jobs(**filters) if history else self.paths.jobs()
         return one_call(SlurmRequest("GET", path, lambda response: read_jobs(response, history=history)))
+
+    def _own_jobs_plan(self, *, history: bool, filters: Mapping[str, Any]) -> Plan[list[SlurmJob]]:
+        """The caller's own jobs (``meta.client.user``): the history filtered by user where Slurm filters
+        (``users=``, after a ping that names the caller), the live queue filtered here."""
+        if history:
+            ping: SlurmResponse = yield SlurmRequest("GET", self.paths.ping(), _as_is)
+            ping.raise_for_errors()
+            path = self.paths.history_jobs(**{**filters, "users": [require_caller_user(ping)]})
+            answer: SlurmResponse = yield SlurmRequest("GET", path, _as_is)
+            return read_jobs(answer, history=True)
+        live: SlurmResponse = yield SlurmRequest("GET", self.paths.jobs(), _as_is)
+        jobs = read_jobs(live, history=False)
+        user = require_caller_user(live)
+        return [job for job in jobs if job.user == user]
 
     def _partitions_plan(self, *, retry: bool | None = None) -> Plan[list[str]]:
         return one_call(SlurmRequest("GET", self.paths.partitions(), read_partition_names, retry=retry))

@@ -64,6 +64,9 @@ class SlurmPaths:
     def partitions(self) -> str:
         return f"/slurm/{self.version}/partitions/"
 
+    def ping(self) -> str:
+        return f"/slurm/{self.version}/ping/"
+
     def submit(self) -> str:
         return f"/slurm/{self.version}/job/submit"
 

@@ -66,12 +66,13 @@ def test_a_missing_script_file_fails_at_the_first_try_without_a_call(
 ) -> None:
     monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
     dag = load_dag("slurm_scenarios.py", "completes")
-    dag.task_dict["job"].script = "no_such_script.sh"
+    task = dag.task_dict["job"]
+    task.script = task._script_file = "no_such_script.sh"  # as built with script="no_such_script.sh"
     gcp_connection.reset_calls()
     state, tries = run_with_retries(dag, retries=2)
     assert (state, tries) == ("failed", 1)
     assert gcp_connection.calls()["total"] == 0
-    assert "script='no_such_script.sh' is one line ending in .sh" in "".join(capfd.readouterr())
+    assert "script='no_such_script.sh' is one line ending in .sh, .sbatch" in "".join(capfd.readouterr())
 
 
 def test_a_bad_spec_fails_at_the_first_try(

@@ -31,6 +31,7 @@ class TaskInstance:
     map_index: int = -1
     try_number: int = 1
     xcom: dict[str, Any] = field(default_factory=dict)
+    stats_tags: dict[str, str] = field(default_factory=dict)  # read by Airflow 3.3's ResumableJobMixin
 
     def xcom_push(self, key: str, value: Any) -> None:
         self.xcom[key] = value
@@ -50,3 +51,15 @@ def task_context(ti: TaskInstance, store: StateStore | None = None, **more: Any)
     if store is not None:
         context["task_state_store"] = store
     return context
+
+
+def deferral_timeout() -> tuple[str, dict[str, Any]]:
+    """``next_method`` and ``next_kwargs`` as Airflow's scheduler writes them for a deferred task whose
+    trigger timed out (``tests/unit/test_airflow_surface.py`` checks them against Airflow's code)."""
+    from airflow_provider_slurmapi._compat import AIRFLOW_2_TRIGGER_TIMEOUT_ERROR, AIRFLOW_V_3_0_PLUS
+
+    if AIRFLOW_V_3_0_PLUS:
+        from airflow.models.trigger import TRIGGER_FAIL_REPR, TriggerFailureReason
+
+        return TRIGGER_FAIL_REPR, {"error": TriggerFailureReason.TRIGGER_TIMEOUT.value}
+    return "__fail__", {"error": AIRFLOW_2_TRIGGER_TIMEOUT_ERROR}

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_slurmapi._compat import TRIGGER_TIMEOUT_ERROR, AirflowException, AirflowFailException
+from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException
 from airflow_provider_slurmapi.operators.slurm import JOB_ID_STATE_KEY
 from airflow_provider_slurmapi.slurm.job import SlurmJob
 from airflow_provider_slurmapi.triggers.event import MalformedEventError
 from tests.unit.operators.test_submit_reattach import EARLIER, NEW, operator
 from tests.unit.recorded_slurm import API_VERSION, LIVE_CANCELLED, LIVE_COMPLETED, LIVE_FAILED, RecordedSlurm
-from tests.unit.task_instance import StateStore, TaskInstance, task_context
+from tests.unit.task_instance import StateStore, TaskInstance, deferral_timeout, task_context
 
 try:
     from airflow.sdk.exceptions import TaskDeferred
@@ -99,14 +99,12 @@ def test_a_deferral_timeout_cancels_the_job_the_task_submitted() -> None:
     slurm.answer("DELETE", f"/slurm/{API_VERSION}/job/{EARLIER}", "19_cancel_running_B")
     ti = TaskInstance(xcom={"slurm_job_id": EARLIER})
     with pytest.raises(Exception, match=r"(?i)timeout"):
-        operator(slurm).resume_execution("__fail__", {"error": TRIGGER_TIMEOUT_ERROR}, task_context(ti))
+        operator(slurm).resume_execution(*deferral_timeout(), task_context(ti))
     assert slurm.cancels() == [f"/slurm/{API_VERSION}/job/{EARLIER}"]
 
     slurm = RecordedSlurm()  # cancel_on_kill=False: the job is left running
     with pytest.raises(Exception, match=r"(?i)timeout"):
-        operator(slurm, cancel_on_kill=False).resume_execution(
-            "__fail__", {"error": TRIGGER_TIMEOUT_ERROR}, task_context(ti)
-        )
+        operator(slurm, cancel_on_kill=False).resume_execution(*deferral_timeout(), task_context(ti))
     assert slurm.calls == []
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_slurmapi._compat import TRIGGER_TIMEOUT_ERROR, AirflowException, AirflowFailException
+from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException
 from airflow_provider_slurmapi.sensors.slurm import WATCH_STATE_KEY, SlurmJobSensor
 from airflow_provider_slurmapi.slurm.errors import JobNotFoundError
 from airflow_provider_slurmapi.triggers.event import MalformedEventError
@@ -28,7 +28,7 @@ from tests.unit.recorded_slurm import (
     RecordedSlurm,
     serve,
 )
-from tests.unit.task_instance import StateStore, TaskInstance, task_context
+from tests.unit.task_instance import StateStore, TaskInstance, deferral_timeout, task_context
 
 try:
     from airflow.sdk.exceptions import TaskDeferred
@@ -136,14 +136,13 @@ def test_a_deferral_timeout_cancels_the_job_with_cancel_on_kill() -> None:
     """Airflow resumes a timed-out deferred task only to fail it: the job must not run on."""
     slurm = RecordedSlurm()
     slurm.answer("DELETE", f"/slurm/{API_VERSION}/job/{JOB}", "19_cancel_running_B")
-    timeout = {"error": TRIGGER_TIMEOUT_ERROR}
     with pytest.raises(Exception, match=r"(?i)timeout"):
-        sensor(slurm, cancel_on_kill=True).resume_execution("__fail__", timeout, task_context(TaskInstance()))
+        sensor(slurm, cancel_on_kill=True).resume_execution(*deferral_timeout(), task_context(TaskInstance()))
     assert slurm.cancels() == [f"/slurm/{API_VERSION}/job/{JOB}"]
 
     slurm = RecordedSlurm()  # off by default: a sensor watches a job it did not start
     with pytest.raises(Exception, match=r"(?i)timeout"):
-        sensor(slurm).resume_execution("__fail__", timeout, task_context(TaskInstance()))
+        sensor(slurm).resume_execution(*deferral_timeout(), task_context(TaskInstance()))
     assert slurm.calls == []
 
 
@@ -197,3 +196,23 @@ def test_resumed_by_an_event_the_trigger_would_not_send_the_sensor_names_the_fie
         sensor(RecordedSlurm()).execute_complete(task_context(ti), event)
     assert refused.value.field == field
     assert "slurm_job" not in ti.xcom
+
+
+class _Outage(RecordedSlurm):
+    """The Slurm Job API does not answer at all: every call meets a refused connection."""
+
+    def send(self, request: Any, **kwargs: Any) -> Any:
+        import requests
+
+        self.calls.append(("GET", str(request.url), None))
+        raise requests.ConnectionError("connection refused")
+
+
+def test_without_a_task_state_store_a_poke_gives_its_slot_back_during_an_outage() -> None:
+    """Before Airflow 3.3 a rescheduled poke does not sleep through an outage: it returns False at once
+    (the next poke looks again), and the job is neither failed nor cancelled."""
+    slurm = _Outage()
+    task = sensor(slurm, outage_tolerance_seconds=0.5)
+    task.hook.retry_seconds = 0  # no retry inside the call: the outage reaches the poke at once
+    assert task.poke(task_context(TaskInstance(), None, task_reschedule_count=3)) is False
+    assert len(slurm.calls) == 1, slurm.calls

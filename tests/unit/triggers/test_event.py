@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_slurmapi._compat import TRIGGER_FAIL_METHOD, TRIGGER_TIMEOUT_ERROR
 from airflow_provider_slurmapi.slurm.job import SlurmJob
 from airflow_provider_slurmapi.slurm.results import read_live_job
 from airflow_provider_slurmapi.triggers.event import (
@@ -90,22 +89,3 @@ def test_any_payload_is_read_or_refused_with_its_field_named(event: Any) -> None
     else:
         assert read["status"] in ("success", "failed", "error", "timeout") and read["job_id"] > 0
         event_job(read)  # a job it lets through can be read
-
-
-def test_airflows_internal_names_for_a_trigger_timeout_are_still_these() -> None:
-    """The deferral-timeout cancel matches how Airflow resumes a task whose trigger timed out."""
-    from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
-
-    if AIRFLOW_V_3_0_PLUS:
-        from airflow.models.trigger import TRIGGER_FAIL_REPR, TriggerFailureReason
-
-        assert TRIGGER_FAIL_METHOD == TRIGGER_FAIL_REPR
-        assert TriggerFailureReason.TRIGGER_TIMEOUT.value == TRIGGER_TIMEOUT_ERROR
-    else:  # Airflow 2.11: literals in the scheduler's timeout of deferred tasks, no names to import
-        import inspect
-
-        from airflow.jobs.scheduler_job_runner import SchedulerJobRunner
-
-        source = inspect.getsource(SchedulerJobRunner.check_trigger_timeouts)
-        assert f'next_method="{TRIGGER_FAIL_METHOD}"' in source
-        assert f'next_kwargs={{"error": "{TRIGGER_TIMEOUT_ERROR}"}}' in source
