@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 from airflow_provider_slurmapi.slurm.array import MAX_TASK_ID, ArrayView
 from airflow_provider_slurmapi.slurm.errors import MalformedRecordError
 from airflow_provider_slurmapi.slurm.job_output import read_extra
+from airflow_provider_slurmapi.slurm.job_supervisor import strip_controls
 from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo, is_job_state_shape, parse_job_state
 from airflow_provider_slurmapi.slurm.values import as_int, clean_text, preview
 
@@ -67,7 +68,7 @@ def _text(value: Any) -> str | None:
 
 def _extra_text(value: Any) -> str | None:
     """``extra``: what a job wrote into its own record. Only read for the log: an odd shape reads as nothing."""
-    return _text(value) if isinstance(value, str) else None
+    return _text(strip_controls(value)) if isinstance(value, str) else None
 
 
 class _BadShape(Exception):
