@@ -560,7 +560,7 @@ class SlurmJob:
             stdout=text("stdout"),
             stderr=text("stderr"),
             comment=text("comment"),
-            extra=text("extra"),
+            extra=_read(data.get("extra"), "extra", _extra_text),
             array_job_id=number("array_job_id"),
             array_task_id=number("array_task_id"),
             array_pending=text("array_pending"),

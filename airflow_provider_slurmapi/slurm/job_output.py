@@ -50,6 +50,7 @@ _SHELL = r"""# Wrapped by airflow-provider-slurmapi (report_output=True; False s
 # The script at the end of this file runs unchanged with its own interpreter, under a supervisor that
 # reports its last lines of output into this job's Extra field. See docs/job-output.md.
 _sa_py=$(command -v python3 2>/dev/null) || _sa_py=
+if [ -n "${_SLURMAPI_NO_PYTHON-}" ]; then unset _SLURMAPI_NO_PYTHON; _sa_py=; fi
 if [ -n "$_sa_py" ]; then
   _sa_blk=0; _sa_ign=0
   while IFS= read -r _sa_line; do

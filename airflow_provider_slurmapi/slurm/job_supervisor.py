@@ -23,18 +23,22 @@ Arguments: the batch script's path, the batch shell's ``SigBlk`` and ``SigIgn`` 
 JSON document of settings, ``--`` and the script's own arguments.
 """
 
-import contextlib
-import hashlib
-import json
 import os
-import re
-import resource
-import shutil
-import signal
 import sys
-import tempfile
-import time
-from typing import Any, Dict, List, Optional, Tuple
+
+try:  # python3-minimal (Debian) lacks shutil, tempfile and resource: only what it has is used
+    import contextlib
+    import hashlib
+    import json
+    import re
+    import signal
+    import time
+    from typing import Any, Dict, List, Optional, Tuple
+except ImportError:  # pragma: no cover - an odd python3: the batch shell runs the script as unwrapped
+    if __name__ == "__main__":
+        os.environ["_SLURMAPI_NO_PYTHON"] = "1"
+        os.execv("/bin/sh", ["/bin/sh", sys.argv[1], *sys.argv[sys.argv.index("--") + 1 :]])
+    raise
 
 WRAPPER_FAILED = 125  # the exit code when the script cannot be had whole (as env/timeout use 125)
 CANARY_WAIT_SECONDS = 0.25  # how long a signal's twin may take to reach the canary
@@ -53,7 +57,8 @@ exit 0
 _CONTROL = re.compile(
     r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC ... BEL/ST
     r"|\x1b[P^_X][^\x1b]*(?:\x1b\\)?"  # DCS, PM, APC, SOS ... ST
-    r"|\x1b\[[0-?]*[ -/]*[@-~]?"  # CSI
+    r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # CSI (7- and 8-bit)
+    r"|\x9d[^\x07\x1b\x9c]*(?:\x07|\x9c|\x1b\\)?"  # 8-bit OSC
     r"|\x1b[ -/]*[0-~]?"  # other escape sequences
     r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"  # other C0/C1 controls (not \t \n \r)
 )
@@ -97,10 +102,44 @@ def last_lines(raw: bytes, budget: int, secrets: List[str]) -> str:
     return cut.split("\n", 1)[1] if "\n" in cut else cut
 
 
+def which(command: str) -> Optional[str]:
+    """``command`` as found on PATH (shutil is not in every python3)."""
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        path = os.path.join(directory or ".", command)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def remove_tree(directory: str) -> None:
+    """Remove ``directory`` and what is in it, best effort (shutil is not in every python3)."""
+    for root, dirs, files in os.walk(directory, topdown=False):
+        for name in files:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(root, name))
+        for name in dirs:
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(root, name))
+    with contextlib.suppress(OSError):
+        os.rmdir(directory)
+
+
+def private_directory(base: str) -> str:
+    """A new directory under ``base`` that only the job's user can enter (tempfile is not in every python3)."""
+    for _ in range(100):
+        path = os.path.join(base, "slurmapi-job." + os.urandom(6).hex())
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        return path
+    raise OSError("no free name for a directory in {}".format(base))
+
+
 def set_extra(text: str) -> None:
     """Write ``text`` into this job's Extra with ``scontrol``; nothing happens where that cannot be done."""
     job = os.environ.get("SLURM_JOB_ID")
-    scontrol = shutil.which("scontrol")
+    scontrol = which("scontrol")
     if not job or not scontrol:
         return
     pid = os.fork()
@@ -140,7 +179,7 @@ def read_script(batch: str, size: int, digest: str) -> bytes:
 def copy_script(data: bytes, digest: str, progress: bool) -> Tuple[str, str]:
     """A private directory with the checked copy of the script (and the progress command); its paths."""
     base = os.environ.get("TMPDIR") or "/tmp"
-    directory = tempfile.mkdtemp(prefix="slurmapi-job.", dir=base)
+    directory = private_directory(base)
     try:
         path = os.path.join(directory, "slurm_script")
         with open(path, "wb") as handle:
@@ -163,7 +202,7 @@ def copy_script(data: bytes, digest: str, progress: bool) -> Tuple[str, str]:
                     raise OSError(f"the progress command in {directory} is not whole")
         return directory, path
     except BaseException:
-        shutil.rmtree(directory, ignore_errors=True)
+        remove_tree(directory)
         raise
 
 
@@ -284,8 +323,12 @@ def end_like(status: int) -> None:
     """End as the script ended: its exit code, or death by its signal (without a core of our own)."""
     if os.WIFSIGNALED(status):
         signum = os.WTERMSIG(status)
-        with contextlib.suppress(OSError, ValueError):
+        try:  # no core file of our own (resource is not in every python3)
+            import resource
+
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        except (ImportError, OSError, ValueError):
+            pass
         if signum not in UNCATCHABLE:
             signal.signal(signum, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
@@ -351,7 +394,7 @@ def main(argv: List[str]) -> None:
     try:
         report(handle, start, settings)
     finally:
-        shutil.rmtree(directory, ignore_errors=True)
+        remove_tree(directory)
         end_like(status)
 
 
