@@ -20,7 +20,7 @@ import pytest
 
 from airflow_provider_slurmapi._compat import sensitive_name_parts
 from airflow_provider_slurmapi.slurm.job_output import Redaction, read_extra, wrap_script
-from tests.live_slurm.lab import LAB_CHROOT_TMP, V, Lab
+from tests.live_slurm.lab import LAB_CHROOT_TMP, Lab, V
 
 pytestmark = pytest.mark.slurm
 
