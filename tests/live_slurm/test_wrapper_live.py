@@ -217,3 +217,22 @@ def test_sensitive_values_and_control_sequences_never_reach_extra(lab: Lab) -> N
     )
     if shown.returncode == 0:
         assert token not in shown.stdout and "MY_API_TOKEN=***" in shown.stdout
+
+
+def test_the_time_limit_warning_for_the_batch_shell_reaches_the_script(lab: Lab) -> None:
+    """``--signal=B:XCPU@60`` with a 1-minute limit: Slurm signals the batch shell alone, within its ~30 s check."""
+    tag = f"wrwarn-{uuid.uuid4().hex[:8]}"
+    warning = {
+        "time_limit": 1,
+        "kill_warning_signal": "XCPU",
+        "kill_warning_delay": {"set": True, "number": 60},
+        "kill_warning_flags": ["BATCH_JOB"],
+    }
+    wrapped, plain = _both(lab, _signal_counter(tag, "XCPU"), name="wrapper-warning", **warning)
+    outcomes = {}
+    for job_id in (plain, wrapped):
+        outcomes[job_id] = _ended(lab, job_id, timeout=300)
+    got = {job_id: (LAB_CHROOT_TMP / f"{tag}-{job_id}.got") for job_id in (plain, wrapped)}
+    saw = {job_id: path.read_text().split() if path.exists() else [] for job_id, path in got.items()}
+    assert saw[plain] == ["XCPU"] and outcomes[plain] == ("COMPLETED", 0, None)
+    assert (saw[wrapped], outcomes[wrapped]) == (saw[plain], outcomes[plain])
