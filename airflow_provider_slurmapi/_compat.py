@@ -110,6 +110,51 @@ def redact_text(text: str) -> str:
     return masked if isinstance(masked, str) else text
 
 
+def secrets_masker() -> Any:
+    """Airflow's secrets masker (its configured sensitive name parts, its minimum length); ``None`` if none."""
+    candidates = (
+        ("airflow.sdk._shared.secrets_masker", "_secrets_masker"),  # Airflow 3.1+
+        ("airflow.sdk.execution_time.secrets_masker", "_secrets_masker"),  # Airflow 3.0
+        ("airflow.utils.log.secrets_masker", "_secrets_masker"),  # Airflow 2.x
+    )
+    for module_name, function in candidates:
+        try:
+            module = __import__(module_name, fromlist=[function])
+            return getattr(module, function)()
+        except (ImportError, AttributeError, RuntimeError):
+            continue
+    return None  # pragma: no cover
+
+
+def sensitive_name_parts() -> tuple[tuple[str, ...], int]:
+    """The name parts that make a variable sensitive to Airflow's masker, and the shortest value it masks.
+
+    Read from Airflow (its defaults plus ``[core] sensitive_var_conn_names``), never copied here.
+    """
+    masker = secrets_masker()
+    parts = getattr(masker, "sensitive_variables_fields", None) if masker is not None else None
+    if not parts:
+        try:
+            from airflow.sdk._shared.secrets_masker import DEFAULT_SENSITIVE_FIELDS
+        except ImportError:  # pragma: no cover - Airflow 2.x, 3.0
+            try:
+                from airflow.utils.log.secrets_masker import DEFAULT_SENSITIVE_FIELDS  # type: ignore[no-redef]
+            except ImportError:
+                DEFAULT_SENSITIVE_FIELDS = frozenset()  # type: ignore[assignment]
+        parts = DEFAULT_SENSITIVE_FIELDS
+        extra = conf.get("core", "sensitive_var_conn_names", fallback="") or ""
+        parts = set(parts) | {part.strip() for part in extra.split(",") if part.strip()}
+    min_length = getattr(masker, "min_length_to_mask", None)
+    if not isinstance(min_length, int):
+        min_length = conf.getint("logging", "min_length_masked_secret", fallback=1)
+    return tuple(sorted({str(part).strip().lower() for part in parts if str(part).strip()})), max(1, int(min_length))
+
+
+def is_masked(value: str) -> bool:
+    """Whether Airflow's masker would hide ``value`` (a secret it was told of, e.g. a masked field's value)."""
+    return bool(value) and redact_text(value) != value
+
+
 __all__ = [
     "AIRFLOW_2_TRIGGER_TIMEOUT_ERROR",
     "AIRFLOW_V_3_0_PLUS",
@@ -124,5 +169,8 @@ __all__ = [
     "ResumableJobMixin",
     "conf",
     "is_deferral_timeout",
+    "is_masked",
     "redact_text",
+    "secrets_masker",
+    "sensitive_name_parts",
 ]

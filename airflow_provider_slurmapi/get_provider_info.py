@@ -34,4 +34,23 @@ def get_provider_info() -> dict[str, Any]:
         "task-decorators": [{"class-name": "airflow_provider_slurmapi.decorators.slurm.slurm_task", "name": "slurm"}],
         "connection-types": [],
         "extra-links": [],
+        "config": {
+            "slurmapi": {
+                "description": "The Slurm Job API provider.",
+                "options": {
+                    "report_output": {
+                        "description": "Wrap each job's script so that its last lines of output (values of "
+                        "sensitive environment variables redacted) reach the task log through the job's Extra "
+                        "field, which every user of the cluster can read unless Slurm's PrivateData hides jobs. "
+                        "False turns output reporting off for the whole deployment; a task's report_output "
+                        "argument still wins for that task.",
+                        "version_added": "0.1.0",
+                        "type": "boolean",
+                        "example": "False",
+                        "default": "True",
+                        "sensitive": False,
+                    },
+                },
+            },
+        },
     }

@@ -19,7 +19,9 @@ from airflow_provider_slurmapi._compat import (
     ResumableJobMixin,
     conf,
     is_deferral_timeout,
+    is_masked,
     redact_text,
+    sensitive_name_parts,
 )
 from airflow_provider_slurmapi.cluster_task import (
     CLUSTER_TEMPLATE_FIELDS,
@@ -37,7 +39,7 @@ from airflow_provider_slurmapi.slurm.errors import (
     SignalOutcomeUnknownError,
     SlurmApiError,
 )
-from airflow_provider_slurmapi.slurm.job_output import mentions_progress, wrap_script
+from airflow_provider_slurmapi.slurm.job_output import Redaction, mentions_progress, wrap_script
 from airflow_provider_slurmapi.slurm.sbatch import apply_directives
 from airflow_provider_slurmapi.slurm.spec import (
     CLOCK_SKEW_SECONDS,
@@ -170,7 +172,10 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
     :param report_output: wrap the script so that its last lines of output (stderr, or stdout when both
         go to one file; at most 1,024 bytes) reach the task's failure message, through the job's
         ``extra`` field, and ``slurm_progress "message"`` is on its PATH. The script itself runs
-        unchanged with its own interpreter. ``False`` submits the script byte for byte.
+        unchanged with its own interpreter. ``False`` submits the script byte for byte. Default:
+        ``[slurmapi] report_output`` (``True``). Any user of the cluster can read a job's ``extra``
+        unless ``PrivateData`` hides jobs: values of sensitive variables are redacted on the node
+        (see docs/job-output.md).
     :param log_progress: log each new progress message of the job (``Slurm job 4242: epoch 3/10``).
         Default: when ``report_output`` and the script calls ``slurm_progress`` or sets ``Extra=``.
     :param array_fail_fast: for a job array (``job={"array": "0-9%2"}``), cancel its remaining tasks at
@@ -220,7 +225,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
         reattach_on_restart: bool = True,
         missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
         outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
-        report_output: bool = True,
+        report_output: bool | None = None,
         log_progress: bool | None = None,
         array_fail_fast: bool = False,
         sbatch_directives: bool = True,
@@ -239,6 +244,8 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
             api_endpoint=api_endpoint,
         )
         self.outage_tolerance_seconds = outage_tolerance_seconds
+        if report_output is None:
+            report_output = conf.getboolean("slurmapi", "report_output", fallback=True)
         self.report_output = report_output
         self.log_progress = log_progress
         self.array_fail_fast = array_fail_fast
@@ -416,7 +423,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
         _check_script_form(self.script)
         comment = task_comment(tag, ti.dag_id, ti.task_id, ti.run_id, _map_index(ti))
         # What is sent, so what the 1 MB request limit counts: the wrapped script, or yours byte for byte.
-        wrap = wrap_script if self.report_output else None
+        wrap = (lambda script: wrap_script(script, _redaction(job_spec))) if self.report_output else None
         return prepare_submission(job_spec, self.script, tag=tag, comment=comment, wrap=wrap)
 
     def _submit(self, context: Context, prepared: PreparedSubmission, *, earlier: int | None) -> int:
@@ -640,6 +647,20 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
             self.log.info("Task killed: cancel of Slurm job %s answered %s.", self.job_id, outcome.value)
         except SlurmApiError as exc:
             self.log.error("Task killed, but cancelling Slurm job %s failed: %s", self.job_id, exc)
+
+
+def _redaction(job_spec: dict[str, Any]) -> Redaction:
+    """What the job's wrapper redacts: Airflow's sensitive name parts, and the NAMES of the variables
+    whose values Airflow masks (values never go into the script)."""
+    parts, min_length = sensitive_name_parts()
+    names = []
+    environment = job_spec.get("environment")
+    entries = environment.items() if isinstance(environment, dict) else environment or []
+    for entry in entries:
+        name, value = entry if isinstance(entry, tuple) else str(entry).partition("=")[::2]
+        if isinstance(value, str) and is_masked(value):
+            names.append(str(name))
+    return Redaction(names=tuple(sorted(set(names))), parts=parts, min_length=min_length)
 
 
 class SlurmCancelJobOperator(SlurmClusterMixin, BaseOperator):

@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 from airflow_provider_slurmapi.slurm.array import MAX_TASK_ID, ArrayView
 from airflow_provider_slurmapi.slurm.errors import MalformedRecordError
 from airflow_provider_slurmapi.slurm.job_output import read_extra
+from airflow_provider_slurmapi.slurm.job_supervisor import strip_controls
 from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo, is_job_state_shape, parse_job_state
 from airflow_provider_slurmapi.slurm.values import NotText, as_int, clean_text, preview, read_text
 
@@ -65,7 +66,7 @@ def _text(value: Any) -> str | None:
 
 def _extra_text(value: Any) -> str | None:
     """``extra``: what a job wrote into its own record. Only read for the log: an odd shape reads as nothing."""
-    return read_text(value)
+    return read_text(strip_controls(value)) if isinstance(value, str) else None
 
 
 class _BadShape(Exception):
@@ -557,7 +558,7 @@ class SlurmJob:
             stdout=text("stdout"),
             stderr=text("stderr"),
             comment=text("comment"),
-            extra=text("extra"),
+            extra=_read(data.get("extra"), "extra", _extra_text),
             array_job_id=number("array_job_id"),
             array_task_id=number("array_task_id"),
             array_pending=text("array_pending"),

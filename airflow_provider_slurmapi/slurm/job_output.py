@@ -6,28 +6,35 @@ user, and ``GET /slurm/{v}/job/{id}`` returns the new ``extra`` at once. Slurm k
 :data:`EXTRA_LIMIT_BYTES` bytes there (more is refused: "Pathname of a file, directory or other
 parameter too long").
 
-:func:`wrap_script` turns the user's batch script into one that
+:func:`wrap_script` turns the user's batch script into one whose batch shell hands over to a
+supervisor (:mod:`~airflow_provider_slurmapi.slurm.job_supervisor`, run by the node's ``python3``) that
 
-- keeps the ``#!`` interpreter of the script (bash, ``/usr/bin/env python3``...) by running the script,
-  byte for byte, through it, and keeps its ``#SBATCH`` lines at the top, right after ``#!``;
-- keeps the exit code and the signal the job ends with, and forwards the signals Slurm sends to the
-  batch shell alone (``scancel --batch``, ``--signal=B:...``);
-- puts ``slurm_progress "message"`` on the job's ``PATH`` (any language can run it, or call
-  ``scontrol update JobId=$SLURM_JOB_ID Extra="message"`` itself);
+- runs the script, byte for byte and checked, with its own ``#!`` interpreter; the ``#SBATCH`` lines
+  are copied to the top, right after ``#!``, and nothing of the user's text is ever rewritten;
+- ends exactly as the script ended (exit code, or death by the same signal) and passes on the signals
+  Slurm sent to the batch shell alone, never a second copy of one the script got itself;
+- puts ``slurm_progress "message"`` on the job's ``PATH``;
 - at the end writes ``airflow-output:`` and the last lines of the job's standard error (its output,
-  when both go to one file) into ``extra``, at most 1,024 bytes. Where ``scontrol`` is missing or the
-  update fails, nothing changes for the job.
+  when both go to one file) into ``extra``, at most 1,024 bytes, with control sequences stripped and
+  the values of the job's sensitive environment variables redacted.
 
-:func:`read_extra` splits what a job record's ``extra`` says into that output and a progress message.
+Where the node has no ``python3``, the batch shell ``exec``s the script (from a checked copy) and
+nothing is reported. See ``docs/job-output.md``.
+
+:func:`read_extra` splits what a job record's ``extra`` says into that output and a progress message,
+with control sequences stripped (anyone may have set it).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 
+from airflow_provider_slurmapi.slurm.job_supervisor import strip_controls
 from airflow_provider_slurmapi.slurm.sbatch import directive_lines
 from airflow_provider_slurmapi.slurm.values import clean_text
 
@@ -35,88 +42,44 @@ EXTRA_LIMIT_BYTES = 1024
 OUTPUT_MARKER = "airflow-output:"
 PROGRESS_COMMAND = "slurm_progress"
 
-# Signals Slurm may send to the batch shell alone; the wrapper passes them on to the script.
-FORWARDED_SIGNALS = ("HUP", "INT", "QUIT", "USR1", "USR2", "ALRM", "TERM")
 
-_WRAPPER = r"""#!/bin/sh
-@@SBATCH@@# Wrapped by airflow-provider-slurmapi (report_output=True; False submits the script untouched).
-# The script below runs unchanged with its own interpreter; when it ends, its last lines of output go
-# into this job's Extra field for the Airflow task log. `slurm_progress "message"` sets a progress line.
-_sa_dir=
-_sa_progress=
-for _sa_base in "${TMPDIR:-/tmp}" /tmp /dev/shm "$HOME"; do
-  _sa_try=$(mktemp -d "$_sa_base/slurmapi-job.XXXXXX" 2>/dev/null) || continue
-  mkdir "$_sa_try/bin" && cat > "$_sa_try/bin/@@PROGRESS@@" <<'SLURMAPI_PROGRESS_END'
-#!/bin/sh
-# @@PROGRESS@@ MESSAGE...: show MESSAGE as this job's progress in the Airflow task log (Slurm's Extra field).
-_m=$(printf '%s' "$*" | tr -d '\000')
-if [ "$(printf '%s' "$_m" | wc -c)" -gt @@LIMIT@@ ]; then
-  _m=$(printf '%s' "$_m" | head -c @@LIMIT@@ | LC_ALL=C sed "\$s/$(printf '[\300-\367][\200-\277]*')\$//")
+# The batch shell's part: sh reads it up to `exit` and never further, so what follows it (the
+# supervisor's source, then the user's script, byte for byte) is data. Nothing of the user's text is
+# ever put through a substitution: the #SBATCH lines and the script are joined to the filled template.
+_SHELL = r"""# Wrapped by airflow-provider-slurmapi (report_output=True; False submits the script untouched).
+# The script at the end of this file runs unchanged with its own interpreter, under a supervisor that
+# reports its last lines of output into this job's Extra field. See docs/job-output.md.
+_sa_py=$(command -v python3 2>/dev/null) || _sa_py=
+if [ -n "${_SLURMAPI_NO_PYTHON-}" ]; then unset _SLURMAPI_NO_PYTHON; _sa_py=; fi
+if [ -n "$_sa_py" ]; then
+  _sa_blk=0; _sa_ign=0
+  while IFS= read -r _sa_line; do
+    case $_sa_line in SigBlk:*) _sa_blk=${_sa_line#SigBlk:} ;; SigIgn:*) _sa_ign=${_sa_line#SigIgn:} ;; esac
+  done < /proc/$$/status
+  exec "$_sa_py" -I -S -c \
+    'import sys;f=open(sys.argv[1],"rb");f.seek(@@START@@);exec(compile(f.read(@@LENGTH@@),"slurmapi","exec"))' \
+    "$0" "$_sa_blk" "$_sa_ign" "${LC_CTYPE+1}" "${LC_CTYPE-}" @@SETTINGS@@ -- "$@"
 fi
-if [ -z "$SLURM_JOB_ID" ] || ! scontrol update JobId="$SLURM_JOB_ID" Extra="$_m" >/dev/null 2>&1; then
-  echo "@@PROGRESS@@: could not set the progress message (no scontrol, or its update failed)" >&2
-fi
-exit 0
-SLURMAPI_PROGRESS_END
-  chmod 700 "$_sa_try/bin/@@PROGRESS@@" 2>/dev/null
-  if SLURM_JOB_ID= "$_sa_try/bin/@@PROGRESS@@" 2>/dev/null; then
-    [ -n "$_sa_dir" ] && rm -rf "$_sa_dir"
-    _sa_dir=$_sa_try; _sa_progress=1; break
+# No python3 on this node: the script runs as it would unwrapped (exec), from a checked copy, unreported.
+_sa_fail() {
+  echo "airflow-provider-slurmapi: $*" >&2
+  if [ -n "$SLURM_JOB_ID" ] && command -v scontrol >/dev/null 2>&1; then
+    scontrol update JobId="$SLURM_JOB_ID" Extra="@@MARKER@@
+airflow-provider-slurmapi: $*" >/dev/null 2>&1
   fi
-  if [ -z "$_sa_dir" ]; then _sa_dir=$_sa_try; else rm -rf "$_sa_try"; fi
-done
-if [ -z "$_sa_dir" ]; then
-  echo "airflow-provider-slurmapi: no writable directory (TMPDIR, /tmp, /dev/shm, HOME) for the job's" \
-    "script; submit it with report_output=False." >&2
-  exit 1
+  exit 125
+}
+_sa_dir=$(mktemp -d "${TMPDIR:-/tmp}/slurmapi-job.XXXXXX") ||
+  _sa_fail "cannot create a directory in ${TMPDIR:-/tmp} for the job's script; it did not run."
+if ! tail -c @@SIZE@@ "$0" > "$_sa_dir/slurm_script" 2>/dev/null ||
+   [ "$(cksum < "$_sa_dir/slurm_script")" != "@@CKSUM@@ @@SIZE@@" ]; then
+  rm -rf "$_sa_dir"
+  _sa_fail "the job's script could not be copied whole into ${TMPDIR:-/tmp}; it did not run." \
+    "Free space there, set TMPDIR to another directory, or submit with report_output=False."
 fi
-[ -n "$_sa_progress" ] && PATH=$_sa_dir/bin:$PATH && export PATH
-cat > "$_sa_dir/slurm_script" <<'@@DELIM@@'
-@@SCRIPT@@
-@@DELIM@@
 chmod 700 "$_sa_dir/slurm_script"
-_sa_out=
-for _sa_fd in 2 1; do
-  if [ -f "/proc/$$/fd/$_sa_fd" ] && _sa_start=$(wc -c < "/proc/$$/fd/$_sa_fd" 2>/dev/null); then
-    _sa_out=/proc/$$/fd/$_sa_fd; break
-  fi
-done
-_sa_reset=
-env --default-signal=INT,QUIT true 2>/dev/null && _sa_reset="env --default-signal=INT,QUIT"
-exec 3<&0
-$_sa_reset @@INTERPRETER@@ "$_sa_dir/slurm_script" "$@" 0<&3 3<&- &
-_sa_child=$!
-exec 3<&-
-for _sa_sig in @@SIGNALS@@; do
-  trap "kill -s $_sa_sig \$_sa_child 2>/dev/null" "$_sa_sig"
-done
-# A trapped signal interrupts `wait`: wait again until the script is over.
-wait "$_sa_child" 2>/dev/null; _sa_rc=$?
-while kill -0 "$_sa_child" 2>/dev/null; do wait "$_sa_child" 2>/dev/null; _sa_rc=$?; done
-# sh reports a script killed by signal N as 128+N: the wrapper then dies of the same signal.
-_sa_signal=0
-[ "$_sa_rc" -gt 128 ] && [ "$_sa_rc" -lt 160 ] && _sa_signal=$((_sa_rc - 128))
-if [ -n "$_sa_out" ] && [ -n "$SLURM_JOB_ID" ] && command -v scontrol >/dev/null 2>&1; then
-  _sa_end=$(wc -c < "$_sa_out" 2>/dev/null) || _sa_end=0
-  _sa_n=$((_sa_end - _sa_start)); [ "$_sa_n" -lt 0 ] && _sa_n=$((_sa_end))
-  _sa_cr=$(printf '\r')
-  # Over budget: drop the first, cut line (or the cut bytes of a character). Keep what a terminal shows of
-  # a line rewritten with carriage returns (progress bars).
-  _sa_cut="s/^//"
-  if [ "$_sa_n" -gt @@BUDGET@@ ]; then
-    _sa_n=@@BUDGET@@; _sa_cut="1{\$!d;};1s/^$(printf '[\200-\277]')*//"
-  fi
-  _sa_text=$(tail -c "$_sa_n" < "$_sa_out" | tr -d '\000' |
-    LC_ALL=C sed -e "$_sa_cut" -e "s/$_sa_cr\$//" -e "s/.*$_sa_cr//")
-  scontrol update JobId="$SLURM_JOB_ID" Extra="@@MARKER@@
-$_sa_text" >/dev/null 2>&1
-fi
-rm -rf "$_sa_dir"
-trap - @@SIGNALS@@
-if [ "$_sa_signal" -ne 0 ]; then
-  kill "-$_sa_signal" $$
-fi
-exit "$_sa_rc"
+exec @@INTERPRETER@@ "$_sa_dir/slurm_script" "$@"
+exit 125
 """
 
 
@@ -132,7 +95,7 @@ def read_extra(extra: str | None) -> ExtraReport:
     """Split ``extra`` into the wrapper's output report or a progress message (anything else set there)."""
     if not isinstance(extra, str) or not extra.strip():
         return ExtraReport()
-    extra = clean_text(extra)  # a log line must be writable: no lone surrogates
+    extra = strip_controls(clean_text(extra))  # no lone surrogates, no terminal control sequences
     if extra.startswith(OUTPUT_MARKER):
         return ExtraReport(output=extra[len(OUTPUT_MARKER) :].strip("\n"))
     return ExtraReport(progress=extra.strip())
@@ -155,32 +118,100 @@ def sbatch_lines(script: str) -> list[str]:
     return [line for _, line in directive_lines(script)]
 
 
-def wrap_script(script: str) -> str:
-    """The batch script that runs ``script`` unchanged and reports its last output into ``extra``."""
+@dataclass(frozen=True, slots=True)
+class Redaction:
+    """What the supervisor redacts from the output before it leaves the node: values, never given here.
+
+    ``names``: variables whose values are secret (the operator knows which values Airflow masks);
+    ``parts``: name parts that make a variable sensitive (Airflow's secrets masker's list), matched as
+    Airflow matches them; values shorter than ``min_length`` are left, as Airflow's masker leaves them.
+    """
+
+    names: tuple[str, ...] = ()
+    parts: tuple[str, ...] = ()
+    min_length: int = 1
+
+
+def posix_cksum(data: bytes) -> int:
+    """The CRC that POSIX ``cksum`` prints for ``data`` (the fallback checks its copy with it)."""
+    crc = 0
+    for byte in data:
+        crc = ((crc << 8) & 0xFFFFFFFF) ^ _CKSUM_TABLE[((crc >> 24) ^ byte) & 0xFF]
+    length = len(data)
+    while length:
+        crc = ((crc << 8) & 0xFFFFFFFF) ^ _CKSUM_TABLE[((crc >> 24) ^ length) & 0xFF]
+        length >>= 8
+    return ~crc & 0xFFFFFFFF
+
+
+def _cksum_table() -> tuple[int, ...]:
+    table = []
+    for index in range(256):
+        crc = index << 24
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x04C11DB7) if crc & 0x80000000 else (crc << 1)
+        table.append(crc & 0xFFFFFFFF)
+    return tuple(table)
+
+
+_CKSUM_TABLE = _cksum_table()
+
+
+def _fill(template: str, values: dict[str, str]) -> str:
+    """Our own template with its placeholders filled; only ever called on the provider's text."""
+    for key, value in values.items():
+        template = template.replace(key, value)
+    if "@@" in template:
+        raise AssertionError(f"unfilled placeholder in {template!r}")
+    return template
+
+
+def wrap_script(script: str, redaction: Redaction | None = None) -> str:
+    """The batch script that runs ``script`` unchanged under the supervisor and reports its last output.
+
+    Layout: ``#!/bin/sh``, the script's ``#SBATCH`` lines (copied as they are), the shell part (which
+    ``exec``s python3 on the supervisor, or the script itself where there is no python3), the
+    supervisor's source, and last the script, byte for byte. The supervisor finds itself and the
+    script by byte offsets and checks the script's SHA-256.
+    """
     interpreter = interpreter_of(script)
-    digest = hashlib.sha256(script.encode()).hexdigest()[:16]
-    delimiter = f"SLURMAPI_END_OF_SCRIPT_{digest}"
-    lines = set(script.split("\n"))
-    while delimiter in lines:  # cannot happen by chance; a script quoting its own hash gets a longer one
-        delimiter += "_"
-    sbatch = "".join(f"{line}\n" for line in sbatch_lines(script))
-    body = script[:-1] if script.endswith("\n") else script
-    budget = EXTRA_LIMIT_BYTES - len(OUTPUT_MARKER.encode()) - 1
-    replacements = {
-        "@@SBATCH@@": sbatch,
-        "@@PROGRESS@@": PROGRESS_COMMAND,
-        "@@LIMIT@@": str(EXTRA_LIMIT_BYTES),
-        "@@BUDGET@@": str(budget),
-        "@@MARKER@@": OUTPUT_MARKER,
-        "@@INTERPRETER@@": " ".join(shlex.quote(part) for part in interpreter),
-        "@@SIGNALS@@": " ".join(FORWARDED_SIGNALS),
-        "@@DELIM@@": delimiter,
+    redaction = redaction or Redaction()
+    data = script.encode("utf-8", "surrogateescape")
+    supervisor = SUPERVISOR_SOURCE.encode()
+    settings = {
+        "size": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "interpreter": interpreter,
+        "marker": OUTPUT_MARKER,
+        "budget": EXTRA_LIMIT_BYTES - len(OUTPUT_MARKER.encode()) - 1,
+        "progress": True,
+        "names": list(redaction.names),
+        "parts": [part.lower() for part in redaction.parts],
+        "min_length": max(1, redaction.min_length),
     }
-    wrapper = _WRAPPER
-    for key, value in replacements.items():
-        wrapper = wrapper.replace(key, value)
-    # Last, so that nothing in the user's script is taken for a placeholder.
-    return wrapper.replace("@@SCRIPT@@", body)
+    head = "#!/bin/sh\n" + "".join(f"{line}\n" for line in sbatch_lines(script))
+    values = {
+        "@@SETTINGS@@": shlex.quote(json.dumps(settings, separators=(",", ":"))),
+        "@@MARKER@@": OUTPUT_MARKER,
+        "@@SIZE@@": str(len(data)),
+        "@@CKSUM@@": str(posix_cksum(data)),
+        "@@INTERPRETER@@": " ".join(shlex.quote(part) for part in interpreter),
+        "@@LENGTH@@": str(len(supervisor)),
+        "@@START@@": " " * 12,
+    }
+    shell = _fill(_SHELL, values).encode()
+    start = len(head.encode("utf-8", "surrogateescape")) + len(shell)
+    shell = _fill(_SHELL, {**values, "@@START@@": f"{start:12d}"}).encode()
+    wrapped = head.encode("utf-8", "surrogateescape") + shell + supervisor + data
+    return wrapped.decode("utf-8", "surrogateescape")
+
+
+def _supervisor_source() -> str:
+    source = (Path(__file__).parent / "job_supervisor.py").read_text(encoding="utf-8")
+    return source if source.endswith("\n") else source + "\n"
+
+
+SUPERVISOR_SOURCE = _supervisor_source()
 
 
 def mentions_progress(script: str) -> bool:

@@ -96,3 +96,53 @@ def test_job_output_goes_through_secret_masking(mode: bool, airflow_db: Any, gcp
     assert state == "failed"
     assert f"Last output of job {job_id}:\ntoken=***" in out, out[-3000:]
     assert SECRET not in out
+
+
+def _emulator_file(emulator: Any, job_id: int, suffix: str) -> Path:
+    """What the emulator keeps of a job in its state directory: the script it ran, the Extra it was set."""
+    return Path(emulator.config.workdir) / ".emulator" / f"job{job_id}.{suffix}"
+
+
+def _extra_of(emulator: Any, job_id: int) -> str:
+    path = _emulator_file(emulator, job_id, "extra")
+    return path.read_text() if path.exists() else ""
+
+
+def test_values_airflow_masks_and_sensitive_names_are_redacted_on_the_node(
+    airflow_db: Any, gcp_connection: Any, capfd: Any
+) -> None:
+    """The job's Extra (readable by every user of the cluster) never holds the secret, the rest of the line does."""
+    from tests.dag_runs.dag_files.slurm_job_output import SECRET
+
+    state, job_id, out = _run("env_secret", capfd, gcp_connection)
+    assert state == "failed"
+    extra = _extra_of(gcp_connection, job_id)
+    assert SECRET not in extra and "tok-by-name-only" not in extra
+    assert extra.endswith("connecting to *** failed; API_TOKEN=***"), extra
+    assert SECRET not in out
+
+
+@pytest.mark.parametrize(("setting", "wrapped"), [(None, True), ("True", True), ("False", False)])
+def test_report_output_follows_the_deployment_setting_unless_the_task_says(
+    setting: str | None, wrapped: bool, airflow_db: Any, gcp_connection: Any, capfd: Any, monkeypatch: Any
+) -> None:
+    from tests.dag_runs.dag_files.slurm_job_output import SCENARIOS
+
+    if setting is None:
+        monkeypatch.delenv("AIRFLOW__SLURMAPI__REPORT_OUTPUT", raising=False)
+    else:
+        monkeypatch.setenv("AIRFLOW__SLURMAPI__REPORT_OUTPUT", setting)
+    state, job_id, _ = _run("by_config", capfd, gcp_connection)
+    assert state == "success"
+    sent = _emulator_file(gcp_connection, job_id, "sh").read_text()
+    script = SCENARIOS["by_config"]["script"].rstrip("\n")  # as Airflow renders it
+    assert sent.startswith("#!/bin/sh\n# Wrapped by airflow-provider-slurmapi") is wrapped
+    assert (sent == script) is not wrapped
+    assert (Path(gcp_connection.config.workdir) / f"script-copy-{job_id}").read_text() == script
+
+
+def test_report_output_is_a_declared_provider_option() -> None:
+    from airflow_provider_slurmapi.get_provider_info import get_provider_info
+
+    option = get_provider_info()["config"]["slurmapi"]["options"]["report_output"]
+    assert (option["type"], option["default"], option["sensitive"]) == ("boolean", "True", False)

@@ -63,6 +63,17 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "report_output": False,
     },
     "secret": {"script": f"#!/bin/bash\necho 'token={SECRET}' >&2\nexit 1\n", "pre_execute": _mask_secret},
+    # A value Airflow masks, passed in the job's environment under a name no masker finds sensitive.
+    "env_secret": {
+        "script": '#!/bin/bash\necho "connecting to $DB_URI failed; API_TOKEN=$API_TOKEN" >&2\nexit 1\n',
+        "environment": ["PATH=/usr/local/bin:/usr/bin:/bin", f"DB_URI={SECRET}", "API_TOKEN=tok-by-name-only"],
+        "pre_execute": _mask_secret,
+    },
+    # report_output left to the deployment's [slurmapi] report_output.
+    "by_config": {
+        "script": '#!/bin/bash\ncat "$0" > "script-copy-$SLURM_JOB_ID"\nexit 0\n',
+        "report_output": None,
+    },
 }
 
 DAGS: dict[str, Any] = {}
@@ -81,7 +92,7 @@ for _name, _scenario in SCENARIOS.items():
                 "name": f"output-{_name}",
                 "partition": PARTITION,
                 "current_working_directory": WORKDIR,
-                "environment": ["PATH=/usr/local/bin:/usr/bin:/bin"],
+                "environment": _scenario.get("environment", ["PATH=/usr/local/bin:/usr/bin:/bin"]),
                 "time_limit": 30,
             },
             script=_scenario["script"],

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from airflow_provider_slurmapi.slurm.job import SlurmJob
 from airflow_provider_slurmapi.slurm.job_output import (
     EXTRA_LIMIT_BYTES,
+    Redaction,
     interpreter_of,
     mentions_progress,
+    posix_cksum,
     read_extra,
     wrap_script,
 )
+from airflow_provider_slurmapi.slurm.job_supervisor import last_lines, sensitive_values, strip_controls
 from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo
 
 
@@ -25,7 +33,7 @@ def test_sbatch_lines_stay_at_the_top_right_after_the_interpreter_line() -> None
 def test_the_script_is_embedded_unchanged_and_run_with_its_own_interpreter() -> None:
     script = "#!/usr/bin/env python3\nprint('$HOME `x` \\\\ @@SCRIPT@@')\n"
     wrapped = wrap_script(script)
-    assert "\n" + script in wrapped
+    assert wrapped.endswith(script)
     assert '/usr/bin/env python3 "$_sa_dir/slurm_script"' in wrapped
 
 
@@ -62,3 +70,109 @@ def test_progress_is_detected_in_scripts() -> None:
     assert mentions_progress("#!/usr/bin/env python3\nrun(['scontrol', 'update', 'extra=x'])\n")
     assert not mentions_progress("#!/bin/bash\necho hi\n")
     assert EXTRA_LIMIT_BYTES == 1024
+
+
+PLACEHOLDERS = "@@SCRIPT@@ @@LIMIT@@ @@MARKER@@ @@SBATCH@@ @@DELIM@@ @@INTERPRETER@@ @@SETTINGS@@ @@START@@ @@SIZE@@"
+
+
+def test_user_text_is_never_rewritten_not_even_sbatch_lines_holding_placeholders() -> None:
+    """The #SBATCH lines are copied as they are, and the script is the batch script's tail, byte for byte."""
+    script = f"#!/bin/bash\n#SBATCH --comment={PLACEHOLDERS}\n#SBATCH --job-name=@@LIMIT@@\necho {PLACEHOLDERS}\n"
+    wrapped = wrap_script(script)
+    assert wrapped.split("\n")[1:3] == [f"#SBATCH --comment={PLACEHOLDERS}", "#SBATCH --job-name=@@LIMIT@@"]
+    assert wrapped.endswith(script)
+    assert wrapped.count(PLACEHOLDERS) == 3  # the #SBATCH line, and the script's two lines
+
+
+def test_control_sequences_are_stripped_from_what_reaches_the_log_and_xcom() -> None:
+    """ANSI colours, OSC titles/hyperlinks, other escapes and C0/C1 controls never reach the task log."""
+    extra = (
+        "airflow-output:\n\x1b[1;31mError\x1b[0m: bad \x1b]0;pwned title\x07shard\x1b]8;;http://x\x1b\\link"
+        "\x1b]8;;\x1b\\\nprogress 10%\rprogress 100%\n\x1bc\x9b2Jbell\x07\x00end"
+    )
+    assert read_extra(extra).output == "Error: bad shardlink\nprogress 100%\nbellend"
+    assert read_extra("\x1b[32mepoch 3/10\x1b[0m").progress == "epoch 3/10"
+    failed = SlurmJob(job_id=7, state_info=JobStateInfo(JobState.FAILED), source="live")
+    job = SlurmJob.from_dict({**failed.to_dict(), "extra": extra})
+    assert "\x1b" not in (job.to_dict()["extra"] or "") and "\x07" not in job.failure_message()
+
+
+def test_posix_cksum_matches_the_cksum_command() -> None:
+    for data in (b"", b"a", b"#!/bin/bash\necho hi\n" * 100, bytes(range(256)) * 3):
+        out = subprocess.run(["cksum"], input=data, capture_output=True, check=True).stdout.split()
+        assert (int(out[0]), int(out[1])) == (posix_cksum(data), len(data))
+
+
+def test_sensitive_values_by_name_part_or_by_name_and_redacted_even_when_cut() -> None:
+    environ = {"MY_API_TOKEN": "tok-123456", "db-password": "pw-abcdef", "PLAIN": "x-visible", "DB_URI": "uri-1234"}
+    found = sensitive_values(environ, ["DB_URI"], ["token", "password"], 5)
+    assert sorted(found) == ["pw-abcdef", "tok-123456", "uri-1234"]
+    assert sensitive_values({"TOKEN": "abc"}, [], ["token"], 5) == []  # shorter than Airflow masks
+    raw = ("x" * 2000 + "\nkey tok-123456 end\n").encode()
+    assert last_lines(raw, 30, found) == "key *** end"
+    assert strip_controls("a\x1b[2Kb\rc") == "c"
+
+
+def _run_wrapped(tmp_path: Path, script: str, *args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    path = tmp_path / "batch.sh"
+    path.write_text(wrap_script(script))
+    environ = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp_path), **(env or {})}
+    proc = subprocess.run(["/bin/sh", str(path), *args], env=environ, capture_output=True, text=True, cwd=tmp_path)
+    return proc.returncode, proc.stderr
+
+
+def _run_plain(tmp_path: Path, script: str, *args: str) -> int:
+    path = tmp_path / "plain.sh"
+    path.write_text(script)
+    path.chmod(0o700)
+    env = {"PATH": os.environ["PATH"]}
+    return subprocess.run([str(path), *args], env=env, capture_output=True, cwd=tmp_path).returncode
+
+
+@pytest.mark.parametrize("code", [0, 1, 2, 126, 127, 128, 129, 130, 137, 143, 147, 159, 255])
+def test_exit_codes_are_kept_outside_slurm_too(tmp_path: Path, code: int) -> None:
+    """The quick local check (real Slurm judges all 256 codes in tests/live_slurm/test_wrapper_live.py)."""
+    script = "#!/bin/bash\nexit $1\n"
+    assert _run_wrapped(tmp_path, script, str(code))[0] == _run_plain(tmp_path, script, str(code)) == code
+
+
+@pytest.mark.parametrize("sig", ["TERM", "INT", "SEGV", "ABRT", "KILL", "HUP"])
+def test_death_by_signal_is_kept_outside_slurm_too(tmp_path: Path, sig: str) -> None:
+    script = f"#!/bin/bash\nkill -{sig} $$\nexit 3\n"
+    wrapped, _ = _run_wrapped(tmp_path, script)
+    assert wrapped == _run_plain(tmp_path, script) < 0
+
+
+def _path_without_python(tmp_path: Path) -> str:
+    """A PATH with the shell tools the batch shell uses, and no python3."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("sh", "bash", "cat", "tail", "cksum", "mktemp", "chmod", "rm", "touch", "env"):
+        found = shutil.which(tool)
+        assert found, tool
+        (bin_dir / tool).symlink_to(found)
+    return str(bin_dir)
+
+
+def test_without_python3_the_script_runs_unwrapped_from_a_checked_copy(tmp_path: Path) -> None:
+    script = "#!/bin/bash\ntouch ran\nexit 143\n"
+    code, err = _run_wrapped(tmp_path, script, env={"PATH": _path_without_python(tmp_path)})
+    assert (code, err) == (143, "") and (tmp_path / "ran").exists()
+
+
+def test_without_python3_a_script_that_cannot_be_copied_does_not_run(tmp_path: Path) -> None:
+    script = "#!/bin/bash\ntouch ran\nexit 0\n"
+    env = {"PATH": _path_without_python(tmp_path), "TMPDIR": str(tmp_path / "missing")}
+    code, err = _run_wrapped(tmp_path, script, env=env)
+    assert code == 125 and "did not run" in err and not (tmp_path / "ran").exists()
+
+
+def test_a_script_that_cannot_be_copied_does_not_run_and_says_why(tmp_path: Path) -> None:
+    script = "#!/bin/bash\ntouch ran\nexit 0\n"
+    code, err = _run_wrapped(tmp_path, script, env={"TMPDIR": str(tmp_path / "missing")})
+    assert code == 125 and "could not be copied whole" in err and not (tmp_path / "ran").exists()
+
+
+def test_redaction_settings_carry_names_never_values() -> None:
+    wrapped = wrap_script("#!/bin/bash\nexit 1\n", Redaction(names=("DB_URI",), parts=("token",), min_length=5))
+    assert '"names":["DB_URI"]' in wrapped and '"parts":["token"]' in wrapped
