@@ -37,6 +37,7 @@ from airflow_provider_slurmapi.slurm.client import (
 from airflow_provider_slurmapi.slurm.cluster_ref import ClusterArgs, ClusterRef, cluster_ref
 from airflow_provider_slurmapi.slurm.envelope import HttpMethod, SlurmResponse
 from airflow_provider_slurmapi.slurm.errors import (
+    MalformedResponseError,
     SlurmApiError,
     SubmitOutcomeUnknownError,
     SubmitRejectedError,
@@ -47,6 +48,7 @@ from airflow_provider_slurmapi.slurm.results import (
     ESLURM_INVALID_JOB_ID,
     CancelOutcome,
     SubmitResult,
+    caller_user,
     newest_tagged,
     own_tagged,
     read_jobs,
@@ -348,9 +350,35 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
             raise _SubmitTokenRefused(
                 "The submit was answered 401 (token refused); its outcome is treated as unknown.", http_status=401
             )
-        return read_submit(
-            self._answered(self._read_answer(status, content, method="POST", path=path, cluster=self.cluster))
-        )
+        response = self._answered(self._read_answer(status, content, method="POST", path=path, cluster=self.cluster))
+        self._learn_caller(response)
+        return read_submit(response)
+
+    # -- who we are on the cluster -------------------------------------------------------------------
+    def _learn_caller(self, response: SlurmResponse) -> None:
+        """Remember the Linux user a slurmctld answer says the call ran as (``meta.client.user``)."""
+        user = caller_user(response)
+        if user and not getattr(self, "_caller", None):
+            self._caller = user
+
+    def caller_user(self) -> str:
+        """The caller's own Linux account on the cluster: every job this deployment submits is owned by it.
+
+        The Slurm Job API runs every call as the caller's account and every slurmctld answer names it
+        (``meta.client.user``). Learned from an answer already read, else from one small call.
+        """
+        known: str | None = getattr(self, "_caller", None)
+        if known:
+            return known
+        self._learn_caller(self.call("GET", self.paths.partitions()))
+        known = getattr(self, "_caller", None)
+        if not known:
+            raise MalformedResponseError(
+                f"The answers of {self.cluster} do not name their caller (meta.client.user is empty): the "
+                "provider cannot tell its own Slurm jobs from other users' jobs, so it adopts none. Check that "
+                "the endpoint is the Slurm Job API (or a slurmrestd that authenticates each caller)."
+            )
+        return known
 
     def _settle_lost_submit(
         self, prepared: PreparedSubmission, exc: SlurmApiError, sent: float, since: int, earlier_job_id: int | None
@@ -428,10 +456,13 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
 
     def _tagged_everywhere(self, tag: str, *, name: str | None, since: int) -> list[SlurmJob]:
         """This task's jobs submitted since ``since``, from the live queue and the history, oldest first."""
-        live = read_jobs(self.call("GET", self.paths.jobs()), history=False)
-        path = self.paths.history_jobs(job_name=name, start_time=since)
+        answer = self.call("GET", self.paths.jobs())
+        self._learn_caller(answer)
+        live = read_jobs(answer, history=False)
+        user = self.caller_user()
+        path = self.paths.history_jobs(job_name=name, start_time=since, users=[user])
         history = read_jobs(self.call("GET", path), history=True)
-        return own_tagged([*live, *history], tag, since=since)
+        return own_tagged([*live, *history], tag, user=user, since=since)
 
     def find_job_by_tag(
         self,
@@ -441,15 +472,21 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         since: int | None = None,
         user: str | None = None,
     ) -> SlurmJob | None:
-        """The newest job of the submitting user that carries ``tag``, by the narrowest means that answers.
+        """The newest job of the caller's own user that carries ``tag``, by the narrowest means that answers.
 
-        The history first, filtered by job name, user (when known) and a time window: its answer
-        grows with this task's jobs, not with the cluster. The live queue (every job of the cluster)
-        only when the history cannot answer: no accounting storage, an error, or records without
-        comments (the cluster does not store them: ``AccountingStoreFlags=job_comment`` is not set).
+        The history first, filtered by job name, user and a time window: its answer grows with this
+        task's jobs, not with the cluster. The live queue (every job of the cluster) only when the
+        history cannot answer: no accounting storage, an error, or records without comments (the
+        cluster does not store them: ``AccountingStoreFlags=job_comment`` is not set). A job of another
+        user is never returned, whatever its comment (``user`` defaults to :meth:`caller_user`; a
+        different ``user`` narrows nothing further, it must be the caller's).
         """
+        own = self.caller_user()
+        if user is not None and user != own:
+            self.log.warning("Job owner %s is not the caller %s: looking for the caller's own jobs only.", user, own)
+        user = own
         start = since if since is not None else int(time.time()) - TAG_LOOKBACK_SECONDS
-        path = self.paths.history_jobs(job_name=name, start_time=start, users=[user] if user else None)
+        path = self.paths.history_jobs(job_name=name, start_time=start, users=[user])
         try:
             history = read_jobs(self.call("GET", path), history=True)
         except SlurmApiError as exc:

@@ -232,6 +232,7 @@ class EmulatorServer:
                 history_delay=cfg.history_delay,
                 minute_seconds=cfg.minute_seconds,
                 kill_wait=cfg.kill_wait,
+                history_comments=cfg.history_comments,
             )
             self.backend = SlurmModelApi(self.cluster)
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._guard])
