@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, cast
 
@@ -263,6 +264,10 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         """Cancel a job; a finished or unknown job is not an error. A ``signal`` is never resent."""
         return self._run(self._cancel_plan(job_id, signal))
 
+    def cancel_later_copies(self, tag: str, keep_job_id: int) -> list[int]:
+        """After a resent submit: cancel the caller's jobs with ``tag`` newer than ``keep_job_id`` (their ids)."""
+        return self._run(self._later_copies_plan(tag, keep_job_id))
+
     # -- submit: exactly one job --------------------------------------------------------------------
     def submit_job(
         self,
@@ -332,14 +337,14 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
                     raise
                 found = self._settle_lost_submit(prepared, exc, sent, since, earlier_job_id)
                 if found is not None:
-                    return SubmitResult(job_id=found.job_id)
+                    return SubmitResult(job_id=found.job_id, resent=resent)
                 if time.monotonic() >= deadline:
                     raise
                 resent = True
                 continue
             self.log.info("Submitted Slurm job %s to %s", result.job_id, self.cluster)
             if resent:
-                result = self._drop_duplicate_jobs(prepared, result, since, earlier_job_id)
+                result = replace(self._drop_duplicate_jobs(prepared, result, since, earlier_job_id), resent=True)
             return result
 
     def _send_submit(self, prepared: PreparedSubmission) -> SubmitResult:
@@ -714,6 +719,10 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
 
     async def cancel_job(self, job_id: int, *, signal: str | None = None) -> CancelOutcome:
         return await self._run(self._cancel_plan(job_id, signal))
+
+    async def cancel_later_copies(self, tag: str, keep_job_id: int) -> list[int]:
+        """See :meth:`SlurmApiHook.cancel_later_copies`."""
+        return await self._run(self._later_copies_plan(tag, keep_job_id))
 
 
 __all__ = ["SlurmApiAsyncHook", "SlurmApiHook"]

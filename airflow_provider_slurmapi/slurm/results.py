@@ -41,8 +41,12 @@ ESLURM_ALREADY_DONE = 2021
 
 @dataclass(frozen=True, slots=True)
 class SubmitResult:
+    """``resent``: the submit was sent more than once (a lost answer), so an earlier send may still be
+    carried out late by the front end: a watch of this job then looks for such a copy and cancels it."""
+
     job_id: int
     warnings: list[str] = field(default_factory=list)
+    resent: bool = False
 
 
 class CancelOutcome(enum.StrEnum):
