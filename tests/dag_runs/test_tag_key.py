@@ -100,7 +100,10 @@ def test_the_tag_secret_option_is_sensitive(monkeypatch: pytest.MonkeyPatch) -> 
     from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
 
     monkeypatch.setenv("AIRFLOW__SLURMAPI__TAG_SECRET", "do-not-show-me-1234")
-    if not AIRFLOW_V_3_0_PLUS:  # 3.x loads provider sections lazily
+    if not AIRFLOW_V_3_0_PLUS:  # 2.x: what the CLI and each component do at start; 3.x loads them lazily
+        from airflow.providers_manager import ProvidersManager
+
+        ProvidersManager().initialize_providers_configuration()
         conf.load_providers_configuration()
     assert ("slurmapi", "tag_secret") in conf.sensitive_config_values
     shown = conf.as_dict(display_sensitive=False, display_source=False)
