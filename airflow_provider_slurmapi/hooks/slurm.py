@@ -49,7 +49,6 @@ from airflow_provider_slurmapi.slurm.results import (
     ESLURM_INVALID_JOB_ID,
     CancelOutcome,
     SubmitResult,
-    caller_user,
     newest_tagged,
     own_tagged,
     read_jobs,
@@ -355,35 +354,26 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
             raise _SubmitTokenRefused(
                 "The submit was answered 401 (token refused); its outcome is treated as unknown.", http_status=401
             )
-        response = self._answered(self._read_answer(status, content, method="POST", path=path, cluster=self.cluster))
-        self._learn_caller(response)
-        return read_submit(response)
+        return read_submit(
+            self._answered(self._read_answer(status, content, method="POST", path=path, cluster=self.cluster))
+        )
 
     # -- who we are on the cluster -------------------------------------------------------------------
-    def _learn_caller(self, response: SlurmResponse) -> None:
-        """Remember the Linux user a slurmctld answer says the call ran as (``meta.client.user``)."""
-        user = caller_user(response)
-        if user and not getattr(self, "_caller", None):
-            self._caller = user
-
     def caller_user(self) -> str:
         """The caller's own Linux account on the cluster: every job this deployment submits is owned by it.
 
         The Slurm Job API runs every call as the caller's account and every slurmctld answer names it
         (``meta.client.user``). Learned from an answer already read, else from one small call.
         """
-        known: str | None = getattr(self, "_caller", None)
-        if known:
-            return known
-        self._learn_caller(self.call("GET", self.paths.partitions()))
-        known = getattr(self, "_caller", None)
-        if not known:
+        if self._caller is None:
+            self.call("GET", self.paths.partitions())
+        if self._caller is None:
             raise MalformedResponseError(
                 f"The answers of {self.cluster} do not name their caller (meta.client.user is empty): the "
                 "provider cannot tell its own Slurm jobs from other users' jobs, so it adopts none. Check that "
                 "the endpoint is the Slurm Job API (or a slurmrestd that authenticates each caller)."
             )
-        return known
+        return self._caller
 
     def _settle_lost_submit(
         self, prepared: PreparedSubmission, exc: SlurmApiError, sent: float, since: int, earlier_job_id: int | None
@@ -461,9 +451,7 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
 
     def _tagged_everywhere(self, tag: str, *, name: str | None, since: int) -> list[SlurmJob]:
         """This task's jobs submitted since ``since``, from the live queue and the history, oldest first."""
-        answer = self.call("GET", self.paths.jobs())
-        self._learn_caller(answer)
-        live = read_jobs(answer, history=False)
+        live = read_jobs(self.call("GET", self.paths.jobs()), history=False)
         user = self.caller_user()
         path = self.paths.history_jobs(job_name=name, start_time=since, users=[user])
         history = read_jobs(self.call("GET", path), history=True)

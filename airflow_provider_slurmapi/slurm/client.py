@@ -123,6 +123,8 @@ class SlurmClientBase:
     retry_seconds: float
     retry_initial_wait: float
     state_endpoint: bool
+    # The Linux user the calls run as (``meta.client.user``), from the first slurmctld answer that names it.
+    _caller: str | None = None
 
     def _init_client(self, cluster: ClusterRef, *, timeout: float | None, retry_seconds: float | None) -> None:
         self.paths = SlurmPaths(cluster.api_version)
@@ -173,6 +175,8 @@ class SlurmClientBase:
 
     def _answered(self, response: SlurmResponse) -> SlurmResponse:
         log_slurm_warnings(self._logger, response)
+        if self._caller is None:
+            self._caller = caller_user(response)
         return response
 
     def _no_answer(self, cluster: ClusterRef, exc: BaseException) -> ApiConnectionError:
