@@ -118,6 +118,8 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
             timeout=timeout or self._get_field("request_timeout"),
             retry_seconds=None if configured in (None, "") else float(configured),
         )
+        # The Linux user the API runs the calls as, when its answers do not say it right (see caller_user).
+        self._caller = str(self._get_field("slurm_user") or "").strip() or None
         settle = submit_settle_seconds or self._get_field("submit_settle_seconds")
         self.submit_settle_seconds = float(settle) if settle else self.timeout + SUBMIT_SETTLE_MARGIN_SECONDS
         self._retrying_policy: tenacity.Retrying | None = None
@@ -364,6 +366,8 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
 
         The Slurm Job API runs every call as the caller's account and every slurmctld answer names it
         (``meta.client.user``). Learned from an answer already read, else from one small call.
+        Connection extra ``slurm_user`` overrides it: a plain slurmrestd with ``rest_auth/jwt`` over TCP
+        answers ``root`` there whoever the token's user is (seen on Slurm 24.11).
         """
         if self._caller is None:
             self.call("GET", self.paths.partitions())
@@ -584,6 +588,7 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
                     credentials = await asyncio.to_thread(sync_hook.get_credentials)
                     self.timeout = sync_hook.timeout
                     self.retry_seconds = sync_hook.retry_seconds  # the argument, else the connection's extra
+                    self._caller = self._caller or sync_hook._caller  # connection extra slurm_user
                     self._credentials = credentials
                     self._cluster = await asyncio.to_thread(lambda: sync_hook.cluster)
         return self._cluster

@@ -265,7 +265,7 @@ class SlurmClientBase:
         another user. Asked only by a watch whose submit was resent.
         """
         response: SlurmResponse = yield SlurmRequest("GET", self.paths.jobs(), _as_is)
-        user = caller_user(response)
+        user = self._caller or caller_user(response)
         if not user:
             self._logger.warning("The live queue's answer names no caller: not looking for copies of tag %s.", tag)
             return []
