@@ -50,6 +50,17 @@ def get_provider_info() -> dict[str, Any]:
                         "default": "True",
                         "sensitive": False,
                     },
+                    "tag_secret": {
+                        "description": "The key of the tags that name each task instance's Slurm jobs (in the "
+                        "job's comment). Unset, a random key is created once and kept in the Airflow Variable "
+                        "slurmapi_tag_secret. Set it to the same long random secret on every component; never "
+                        "reuse another secret of the deployment.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": None,
+                        "default": None,
+                        "sensitive": True,
+                    },
                 },
             },
         },

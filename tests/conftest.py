@@ -26,7 +26,8 @@ _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="slurmapi-test-airflow-"))
 atexit.register(shutil.rmtree, _AIRFLOW_HOME, ignore_errors=True)
 os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
-# One secret for every process of the test deployment, as in a real one: it keys the Slurm task tags.
+# One secret for every process of the test deployment, as in a real one (Airflow signs with it; the
+# Slurm task tags have their own key: [slurmapi] tag_secret or the Variable slurmapi_tag_secret).
 os.environ.setdefault("AIRFLOW__API__SECRET_KEY", "slurmapi-tests-shared-secret")
 os.environ.setdefault("AIRFLOW__WEBSERVER__SECRET_KEY", "slurmapi-tests-shared-secret")
 # dag.test() syncs DAGs from the DAGs folder: it holds links to the example DAGs and the test DAGs.

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, cast
 
@@ -37,6 +38,7 @@ from airflow_provider_slurmapi.slurm.client import (
 from airflow_provider_slurmapi.slurm.cluster_ref import ClusterArgs, ClusterRef, cluster_ref
 from airflow_provider_slurmapi.slurm.envelope import HttpMethod, SlurmResponse
 from airflow_provider_slurmapi.slurm.errors import (
+    MalformedResponseError,
     SlurmApiError,
     SubmitOutcomeUnknownError,
     SubmitRejectedError,
@@ -116,6 +118,8 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
             timeout=timeout or self._get_field("request_timeout"),
             retry_seconds=None if configured in (None, "") else float(configured),
         )
+        # The Linux user the API runs the calls as, when its answers do not say it right (see caller_user).
+        self._caller = str(self._get_field("slurm_user") or "").strip() or None
         settle = submit_settle_seconds or self._get_field("submit_settle_seconds")
         self.submit_settle_seconds = float(settle) if settle else self.timeout + SUBMIT_SETTLE_MARGIN_SECONDS
         self._retrying_policy: tenacity.Retrying | None = None
@@ -262,6 +266,10 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         """Cancel a job; a finished or unknown job is not an error. A ``signal`` is never resent."""
         return self._run(self._cancel_plan(job_id, signal))
 
+    def cancel_later_copies(self, tag: str, keep_job_id: int) -> list[int]:
+        """After a resent submit: cancel the caller's jobs with ``tag`` newer than ``keep_job_id`` (their ids)."""
+        return self._run(self._later_copies_plan(tag, keep_job_id))
+
     # -- submit: exactly one job --------------------------------------------------------------------
     def submit_job(
         self,
@@ -331,14 +339,14 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
                     raise
                 found = self._settle_lost_submit(prepared, exc, sent, since, earlier_job_id)
                 if found is not None:
-                    return SubmitResult(job_id=found.job_id)
+                    return SubmitResult(job_id=found.job_id, resent=resent)
                 if time.monotonic() >= deadline:
                     raise
                 resent = True
                 continue
             self.log.info("Submitted Slurm job %s to %s", result.job_id, self.cluster)
             if resent:
-                result = self._drop_duplicate_jobs(prepared, result, since, earlier_job_id)
+                result = replace(self._drop_duplicate_jobs(prepared, result, since, earlier_job_id), resent=True)
             return result
 
     def _send_submit(self, prepared: PreparedSubmission) -> SubmitResult:
@@ -352,6 +360,25 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         return read_submit(
             self._answered(self._read_answer(status, content, method="POST", path=path, cluster=self.cluster))
         )
+
+    # -- who we are on the cluster -------------------------------------------------------------------
+    def caller_user(self) -> str:
+        """The caller's own Linux account on the cluster: every job this deployment submits is owned by it.
+
+        The Slurm Job API runs every call as the caller's account and every slurmctld answer names it
+        (``meta.client.user``). Learned from an answer already read, else from one small call.
+        Connection extra ``slurm_user`` overrides it: a plain slurmrestd with ``rest_auth/jwt`` over TCP
+        answers ``root`` there whoever the token's user is (seen on Slurm 24.11).
+        """
+        if self._caller is None:
+            self.call("GET", self.paths.partitions())
+        if self._caller is None:
+            raise MalformedResponseError(
+                f"The answers of {self.cluster} do not name their caller (meta.client.user is empty): the "
+                "provider cannot tell its own Slurm jobs from other users' jobs, so it adopts none. Check that "
+                "the endpoint is the Slurm Job API (or a slurmrestd that authenticates each caller)."
+            )
+        return self._caller
 
     def _settle_lost_submit(
         self, prepared: PreparedSubmission, exc: SlurmApiError, sent: float, since: int, earlier_job_id: int | None
@@ -430,9 +457,10 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
     def _tagged_everywhere(self, tag: str, *, name: str | None, since: int) -> list[SlurmJob]:
         """This task's jobs submitted since ``since``, from the live queue and the history, oldest first."""
         live = read_jobs(self.call("GET", self.paths.jobs()), history=False)
-        path = self.paths.history_jobs(job_name=name, start_time=since)
+        user = self.caller_user()
+        path = self.paths.history_jobs(job_name=name, start_time=since, users=[user])
         history = read_jobs(self.call("GET", path), history=True)
-        return own_tagged([*live, *history], tag, since=since)
+        return own_tagged([*live, *history], tag, user=user, since=since)
 
     def find_job_by_tag(
         self,
@@ -442,15 +470,21 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         since: int | None = None,
         user: str | None = None,
     ) -> SlurmJob | None:
-        """The newest job of the submitting user that carries ``tag``, by the narrowest means that answers.
+        """The newest job of the caller's own user that carries ``tag``, by the narrowest means that answers.
 
-        The history first, filtered by job name, user (when known) and a time window: its answer
-        grows with this task's jobs, not with the cluster. The live queue (every job of the cluster)
-        only when the history cannot answer: no accounting storage, an error, or records without
-        comments (the cluster does not store them: ``AccountingStoreFlags=job_comment`` is not set).
+        The history first, filtered by job name, user and a time window: its answer grows with this
+        task's jobs, not with the cluster. The live queue (every job of the cluster) only when the
+        history cannot answer: no accounting storage, an error, or records without comments (the
+        cluster does not store them: ``AccountingStoreFlags=job_comment`` is not set). A job of another
+        user is never returned, whatever its comment (``user`` defaults to :meth:`caller_user`; a
+        different ``user`` narrows nothing further, it must be the caller's).
         """
+        own = self.caller_user()
+        if user is not None and user != own:
+            self.log.warning("Job owner %s is not the caller %s: looking for the caller's own jobs only.", user, own)
+        user = own
         start = since if since is not None else int(time.time()) - TAG_LOOKBACK_SECONDS
-        path = self.paths.history_jobs(job_name=name, start_time=start, users=[user] if user else None)
+        path = self.paths.history_jobs(job_name=name, start_time=start, users=[user])
         try:
             history = read_jobs(self.call("GET", path), history=True)
         except SlurmApiError as exc:
@@ -555,6 +589,7 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
                     credentials = await asyncio.to_thread(sync_hook.get_credentials)
                     self.timeout = sync_hook.timeout
                     self.retry_seconds = sync_hook.retry_seconds  # the argument, else the connection's extra
+                    self._caller = self._caller or sync_hook._caller  # connection extra slurm_user
                     self._credentials = credentials
                     self._cluster = await asyncio.to_thread(lambda: sync_hook.cluster)
         return self._cluster
@@ -678,6 +713,10 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
 
     async def cancel_job(self, job_id: int, *, signal: str | None = None) -> CancelOutcome:
         return await self._run(self._cancel_plan(job_id, signal))
+
+    async def cancel_later_copies(self, tag: str, keep_job_id: int) -> list[int]:
+        """See :meth:`SlurmApiHook.cancel_later_copies`."""
+        return await self._run(self._later_copies_plan(tag, keep_job_id))
 
 
 __all__ = ["SlurmApiAsyncHook", "SlurmApiHook"]

@@ -284,6 +284,8 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
         self._resume_job: SlurmJob | None = None
         self._adopted = False
         self._polled = False
+        # Set only when the submit was resent: the tag whose late copies the wait cancels.
+        self._copies_of: str | None = None
 
     # -- the script file -------------------------------------------------------------------------
     def resolve_template_files(self) -> None:
@@ -429,6 +431,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
     def _submit(self, context: Context, prepared: PreparedSubmission, *, earlier: int | None) -> int:
         """Submit a new job for this task instance and remember its id where a retry looks first."""
         result = self.hook.submit_prepared(prepared, earlier_job_id=earlier)
+        self._copies_of = prepared.tag if result.resent else None
         for warning in result.warnings:
             self.log.warning("Slurm accepted job %s with a warning: %s", result.job_id, warning)
         store = context.get("task_state_store")
@@ -540,6 +543,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
                     log_progress=self._log_progress,
                     array_fail_fast=self.array_fail_fast,
                     cluster=self.cluster,
+                    **({"cancel_copies_of": self._copies_of} if self._copies_of else {}),
                 ),
                 method_name="execute_complete",
                 kwargs={"adopted": True} if adopted else None,
@@ -562,6 +566,11 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
         step.log_to(self.log, redact_text)
         if step.cancel_array:
             self.hook.cancel_job(job_id)
+        if self._copies_of and not step.finished:
+            try:
+                self.hook.cancel_later_copies(self._copies_of, job_id)
+            except SlurmApiError as exc:
+                self.log.warning("Could not look for late copies of Slurm job %s: %s", job_id, exc)
         return step
 
     @fails_fast

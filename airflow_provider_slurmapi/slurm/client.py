@@ -38,6 +38,8 @@ from airflow_provider_slurmapi.slurm.errors import (
 from airflow_provider_slurmapi.slurm.job import SlurmJob
 from airflow_provider_slurmapi.slurm.results import (
     CancelOutcome,
+    caller_user,
+    own_tagged,
     read_array_task_states,
     read_cancel,
     read_history_job,
@@ -122,6 +124,8 @@ class SlurmClientBase:
     retry_seconds: float
     retry_initial_wait: float
     state_endpoint: bool
+    # The Linux user the calls run as (``meta.client.user``), from the first slurmctld answer that names it.
+    _caller: str | None = None
 
     def _init_client(self, cluster: ClusterRef, *, timeout: float | None, retry_seconds: float | None) -> None:
         self.paths = SlurmPaths(cluster.api_version)
@@ -172,6 +176,8 @@ class SlurmClientBase:
 
     def _answered(self, response: SlurmResponse) -> SlurmResponse:
         log_slurm_warnings(self._logger, response)
+        if self._caller is None:
+            self._caller = caller_user(response)
         return response
 
     def _no_answer(self, cluster: ClusterRef, exc: BaseException) -> ApiConnectionError:
@@ -266,6 +272,35 @@ class SlurmClientBase:
                 if tasks is not None:
                     del tasks[first_entry:]
         return dict((yield from self._live_jobs_plan(ids)))
+
+    def _later_copies_plan(self, tag: str, keep_job_id: int) -> Plan[list[int]]:
+        """Cancel the caller's own jobs carrying ``tag`` that are newer than ``keep_job_id``.
+
+        After a resend, the front end may still carry out an earlier send of the same submit, at any
+        time: such a copy carries the task's tag and a higher job id than the job the task watches.
+        One read of the live queue (its answer names the caller, ``meta.client.user``); never a job of
+        another user. Asked only by a watch whose submit was resent.
+        """
+        response: SlurmResponse = yield SlurmRequest("GET", self.paths.jobs(), _as_is)
+        user = self._caller or caller_user(response)
+        if not user:
+            self._logger.warning("The live queue's answer names no caller: not looking for copies of tag %s.", tag)
+            return []
+        copies = [
+            job.job_id
+            for job in own_tagged(read_jobs(response, history=False), tag, user=user)
+            if job.job_id > keep_job_id and not job.is_finished
+        ]
+        for job_id in copies:
+            self._logger.warning(
+                "Slurm job %s carries tag %s too: an earlier send of the submit was carried out late. Cancelling "
+                "it; the task goes on with job %s.",
+                job_id,
+                tag,
+                keep_job_id,
+            )
+            yield from self._cancel_plan(job_id)
+        return copies
 
     def _cancel_plan(self, job_id: int, signal: str | None = None) -> Plan[CancelOutcome]:
         """Cancel a job. Cancelling a finished or unknown job is not an error; the outcome says which.

@@ -41,8 +41,12 @@ ESLURM_ALREADY_DONE = 2021
 
 @dataclass(frozen=True, slots=True)
 class SubmitResult:
+    """``resent``: the submit was sent more than once (a lost answer), so an earlier send may still be
+    carried out late by the front end: a watch of this job then looks for such a copy and cancels it."""
+
     job_id: int
     warnings: list[str] = field(default_factory=list)
+    resent: bool = False
 
 
 class CancelOutcome(enum.StrEnum):
@@ -180,20 +184,20 @@ def read_cancel(response: SlurmResponse) -> CancelOutcome:
     return CancelOutcome.CANCELLED
 
 
-def own_tagged(
-    jobs: Iterable[SlurmJob], tag: str, *, user: str | None = None, since: int | None = None
-) -> list[SlurmJob]:
-    """The jobs of the submitting user that carry ``tag`` as an exact token, oldest first, one record each.
+def own_tagged(jobs: Iterable[SlurmJob], tag: str, *, user: str, since: int | None = None) -> list[SlurmJob]:
+    """The jobs of ``user`` that carry ``tag`` as an exact token, oldest first, one record each.
 
-    ``user`` is the submitting user when known (e.g. the owner of the job an earlier try stored).
-    Unknown, it is the owner of the oldest job carrying the tag: the tag is keyed with a secret of the
-    Airflow deployment, so the first job to carry it was ours; anyone else can only have copied it
-    from that job's visible comment later, onto a newer job of their own. ``since`` (Unix time) drops
-    jobs submitted before it (e.g. a failed job of an earlier try, when looking for a lost submit).
+    ``user`` is the caller's own Linux account (:func:`caller_user`): the Slurm Job API runs every call
+    as it, so every job this deployment submitted is owned by it. A job of anyone else is never ours,
+    whatever its comment says: another cluster user can copy a tag from a visible comment, and the
+    history may keep no comments to tell the copy from the original. ``since`` (Unix time) drops jobs
+    submitted before it (e.g. a failed job of an earlier try, when looking for a lost submit).
     """
+    if not user:
+        raise ValueError("own_tagged needs the caller's user: a tagged job is adopted only from its own user")
     by_id: dict[int, SlurmJob] = {}
     for job in jobs:
-        if not carries_tag(job.comment, tag):
+        if job.user != user or not carries_tag(job.comment, tag):
             continue
         if since is not None and job.submit_time is not None and job.submit_time < since:
             continue
@@ -202,19 +206,24 @@ def own_tagged(
         if key != job.job_id:
             job = replace(job, job_id=key)
         by_id.setdefault(key, job)
-    tagged = [by_id[job_id] for job_id in sorted(by_id)]
-    if not tagged:
-        return []
-    owner = user if user is not None else tagged[0].user
-    return [job for job in tagged if job.user == owner]
+    return [by_id[job_id] for job_id in sorted(by_id)]
 
 
-def newest_tagged(
-    jobs: Iterable[SlurmJob], tag: str, *, user: str | None = None, since: int | None = None
-) -> SlurmJob | None:
-    """The most recent job of the submitting user carrying ``tag`` (see :func:`own_tagged`)."""
+def newest_tagged(jobs: Iterable[SlurmJob], tag: str, *, user: str, since: int | None = None) -> SlurmJob | None:
+    """The most recent job of ``user`` carrying ``tag`` (see :func:`own_tagged`)."""
     found = own_tagged(jobs, tag, user=user, since=since)
     return found[-1] if found else None
+
+
+def caller_user(response: SlurmResponse) -> str | None:
+    """The Linux user the call ran as: ``meta.client.user`` of a slurmctld answer.
+
+    slurmdbd answers (``/slurmdb/...``) leave it empty (seen on Slurm 24.11), so this is ``None`` there.
+    """
+    meta = _body(response).get("meta")
+    client = meta.get("client") if isinstance(meta, Mapping) else None
+    user = client.get("user") if isinstance(client, Mapping) else None
+    return user.strip() if isinstance(user, str) and user.strip() else None
 
 
 # -- reading the job records of an answer ----------------------------------------------------------

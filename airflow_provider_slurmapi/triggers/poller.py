@@ -382,6 +382,19 @@ async def cancel_job(key: ClusterRef, job_id: int, logger: Any = log) -> CancelO
     return await asyncio.shield(_poller_for(key).cancel(job_id, logger))
 
 
+async def cancel_later_copies(key: ClusterRef, tag: str, keep_job_id: int, logger: Any = log) -> list[int]:
+    """Through the shared poller of ``key``: cancel the caller's jobs with ``tag`` newer than ``keep_job_id``.
+
+    A failure is logged, never raised: the watch of the job itself goes on.
+    """
+    hook = _poller_for(key).hook
+    try:
+        return await hook.cancel_later_copies(tag, keep_job_id)
+    except SlurmApiError as exc:
+        logger.warning("Could not look for late copies of Slurm job %s: %s", keep_job_id, exc)
+        return []
+
+
 @contextlib.asynccontextmanager
 async def subscribe(
     key: ClusterRef, job_id: int, poll_interval: float, seen: SlurmJob | None = None, *, progress: bool = False
@@ -402,4 +415,4 @@ async def subscribe(
             await poller.stop()
 
 
-__all__ = ["ClusterPoller", "Subscription", "cancel_job", "pollers_of_this_loop", "subscribe"]
+__all__ = ["ClusterPoller", "Subscription", "cancel_job", "cancel_later_copies", "pollers_of_this_loop", "subscribe"]

@@ -16,6 +16,7 @@ Cancels go through the cluster's shared poller (one session, one token, concurre
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
@@ -33,7 +34,7 @@ from airflow_provider_slurmapi.slurm.watch import (
     JobWatch,
 )
 from airflow_provider_slurmapi.triggers.event import JobErrorEvent, JobFinishedEvent, JobTimeoutEvent
-from airflow_provider_slurmapi.triggers.poller import Subscription, cancel_job, subscribe
+from airflow_provider_slurmapi.triggers.poller import Subscription, cancel_job, cancel_later_copies, subscribe
 
 # Kill checks in flight before Airflow 3.3 (a task needs a strong reference until it is done).
 _pending_checks: set[asyncio.Task[None]] = set()
@@ -59,6 +60,9 @@ class SlurmJobTrigger(BaseTrigger):
     :param log_progress: log each new progress message of the job; the cluster's poller then reads the
         details of this running job too (batched, a bounded number of calls per interval).
     :param array_fail_fast: for a job array, cancel its remaining tasks at the first failed task.
+    :param cancel_copies_of: set only when the submit was resent: the task's tag. While the job is
+        watched, the caller's newer jobs carrying it (an earlier send the front end carried out late)
+        are cancelled. One read of the live queue a poll interval, on this rare path only.
     """
 
     def __init__(
@@ -81,6 +85,7 @@ class SlurmJobTrigger(BaseTrigger):
         array_fail_fast: bool = False,
         *,
         cluster: ClusterRef | None = None,
+        cancel_copies_of: str | None = None,
     ) -> None:
         super().__init__()
         # A trigger is rebuilt from its serialized kwargs in the triggerer: they are checked here too.
@@ -103,6 +108,7 @@ class SlurmJobTrigger(BaseTrigger):
         self.last_seen = dict(last_seen) if last_seen else None
         self.log_progress = bool(log_progress)
         self.array_fail_fast = bool(array_fail_fast)
+        self.cancel_copies_of = str(cancel_copies_of) if cancel_copies_of else None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """The documented arguments, under the keys every release stored: a deferred task resumes after an upgrade."""
@@ -119,6 +125,8 @@ class SlurmJobTrigger(BaseTrigger):
                 "last_seen": self.last_seen,
                 "log_progress": self.log_progress,
                 "array_fail_fast": self.array_fail_fast,
+                # Only when set: a trigger stored by a release without it still resumes.
+                **({"cancel_copies_of": self.cancel_copies_of} if self.cancel_copies_of else {}),
             },
         )
 
@@ -154,9 +162,12 @@ class SlurmJobTrigger(BaseTrigger):
         seen = SlurmJob.from_dict(self.last_seen) if self.last_seen else None
         if seen is not None:  # the operator logged this state already: the first line is the change from it
             watch.observe(seen)
-        async with subscribe(
-            self.poller_key, self.job_id, self.poll_interval, seen, progress=self.log_progress
-        ) as subscription:
+        async with (
+            subscribe(
+                self.poller_key, self.job_id, self.poll_interval, seen, progress=self.log_progress
+            ) as subscription,
+            self._late_copies_cancelled(),
+        ):
             while True:
                 try:
                     try:
@@ -184,6 +195,25 @@ class SlurmJobTrigger(BaseTrigger):
                         job=job.to_dict(),
                     )
                     return TriggerEvent(finished)
+
+    @contextlib.asynccontextmanager
+    async def _late_copies_cancelled(self) -> AsyncIterator[None]:
+        """After a resent submit, while the job is watched: every poll interval, cancel its late copies."""
+        tag = self.cancel_copies_of
+        if not tag:
+            yield
+            return
+
+        async def sweep() -> None:
+            while True:
+                await cancel_later_copies(self.poller_key, tag, self.job_id, self.log)
+                await asyncio.sleep(self.poll_interval)
+
+        task = asyncio.get_running_loop().create_task(sweep(), name=f"slurm-copies-of-{self.job_id}")
+        try:
+            yield
+        finally:
+            task.cancel()
 
     async def _cancel_if_killed(self) -> None:
         """Before Airflow 3.3: cancel if the task instance is no longer DEFERRED (a user killed it)."""

@@ -189,6 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="accounting lag: /slurmdb sees every change S seconds late (default 0)",
     )
     s.add_argument(
+        "--no-history-comments",
+        dest="history_comments",
+        action="store_false",
+        help="the history keeps no job comments (Slurm's default AccountingStoreFlags)",
+    )
+    s.add_argument(
         "--minute-seconds",
         type=float,
         default=60,
@@ -242,6 +248,7 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
         gpus=args.gpus,
         min_job_age=args.min_job_age,
         history_delay=args.history_delay,
+        history_comments=args.history_comments,
         minute_seconds=args.minute_seconds,
         workdir=args.workdir,
         faults=args.faults,

@@ -45,6 +45,8 @@ class EmulatorConfig:
     gpus: int = 8
     min_job_age: float = 300.0
     history_delay: float = 0.0
+    # slurmdbd stores job comments only with AccountingStoreFlags=job_comment (not Slurm's default).
+    history_comments: bool = True
     minute_seconds: float = 60.0
     workdir: PathLike | None = None
     faults: list[str] = field(default_factory=list)

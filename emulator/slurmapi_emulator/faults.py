@@ -41,11 +41,13 @@ fault SPEC = KIND[@MATCH][*COUNT]   (COUNT default 1, "inf" = every matching cal
     slow=SECONDS         done, answer delayed by SECONDS
     late=SECONDS         done SECONDS after the call arrived, never answered: the connection is held
                          until then and reset (a client that timed out before has long given up)
+    done-later=SECONDS   answered 503 UNAVAILABLE at once, yet carried out SECONDS later (a front end
+                         that queued the call): the client believes nothing happened
     malformed-envelope   done, answered 200 with JSON that is not an envelope
     non-json-body        done, answered with envelope status 200 and a non-JSON body text
     expire-token         401 UNAUTHENTICATED; issued tokens are revoked (fetch a new one),
                          static tokens work again on the next call
-  e.g. 500-after@submit   slow=2.5@jobs-state*3   late=3@submit   unavailable*inf   expire-token@any"""
+  e.g. 500-after@submit   slow=2.5@jobs-state*3   late=3@submit   done-later=6@submit   unavailable*inf"""
 
 
 class FaultSpecError(ValueError):
@@ -95,6 +97,9 @@ def parse_fault(spec: str) -> Fault:
     elif kind.startswith("late="):
         delay = float(kind.split("=", 1)[1])
         kind = "late"
+    elif kind.startswith("done-later="):
+        delay = float(kind.split("=", 1)[1])
+        kind = "done-later"
     elif kind not in SIMPLE_KINDS:
         raise FaultSpecError(f"unknown fault kind {kind!r} in {spec!r}\n{GRAMMAR_HELP}")
     match = m.group("match") or "any"

@@ -225,7 +225,9 @@ class Cluster:
         minute_seconds: float,
         kill_wait: float,
         cluster_name: str = "emulator",
+        history_comments: bool = True,
     ) -> None:
+        self.history_comments = history_comments
         self.workdir = workdir
         self.partitions = list(partitions)
         self.total_cpus = cpus

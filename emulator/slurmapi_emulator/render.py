@@ -319,8 +319,11 @@ def history_visible(job: Job, as_of: float) -> bool:
     return job.submit <= as_of
 
 
-def history_job(job: Job, version: str, cluster: str, as_of: float) -> JsonDict:
-    """The job as GET /slurmdb/{v}/job/{id} shows it, as slurmdbd knew it at `as_of`."""
+def history_job(job: Job, version: str, cluster: str, as_of: float, *, comments: bool = True) -> JsonDict:
+    """The job as GET /slurmdb/{v}/job/{id} shows it, as slurmdbd knew it at `as_of`.
+
+    ``comments=False``: the cluster does not set ``AccountingStoreFlags=job_comment`` (Slurm's default),
+    so the history keeps no job comments."""
     req = job.req
     ended = job.end is not None and job.end <= as_of
     started = job.start is not None and job.start <= as_of and (_ran(job))
@@ -361,7 +364,7 @@ def history_job(job: Job, version: str, cluster: str, as_of: float) -> JsonDict:
     zero_time = {"seconds": 0, "microseconds": 0}
     rec: JsonDict = {
         "account": "default",
-        "comment": {"administrator": "", "job": req.comment, "system": ""},
+        "comment": {"administrator": "", "job": req.comment if comments else "", "system": ""},
         "allocation_nodes": 1 if started else 0,
         "array": {
             "job_id": job.array_job_id,

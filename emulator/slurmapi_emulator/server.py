@@ -232,6 +232,7 @@ class EmulatorServer:
                 history_delay=cfg.history_delay,
                 minute_seconds=cfg.minute_seconds,
                 kill_wait=cfg.kill_wait,
+                history_comments=cfg.history_comments,
             )
             self.backend = SlurmModelApi(self.cluster)
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._guard])
@@ -404,6 +405,10 @@ class EmulatorServer:
         if cfg.clusters and cluster not in cfg.clusters:
             raise GoogleFrontEndError(404, "NOT_FOUND", f"ModelDevelopmentCluster `{resource}` not found.")
         fault = self.faults.take(call.kind)
+        if fault is not None and fault.kind == "done-later":
+            record["fault"] = fault.spec
+            self._carry_out_later(call, fault.delay, record)
+            return self._fault_error("unavailable")
         if fault is not None:
             record["fault"] = fault.spec
             if not fault.action_done:
@@ -415,6 +420,19 @@ class EmulatorServer:
         if fault is not None:
             return await self._fault_after(fault, answer)
         return web.Response(text=encode_answer(answer, cfg.envelope), content_type="application/json")
+
+    def _carry_out_later(self, call: SlurmCall, delay: float, record: dict[str, Any]) -> None:
+        """The ``done-later`` fault: do the call ``delay`` seconds from now; the caller was already answered."""
+
+        async def later() -> None:
+            await asyncio.sleep(delay)
+            answer = await self._call_slurm(call)
+            record["slurm_status"] = answer.status
+            log.info("done-later fault: %s %s carried out %.1fs after it arrived", call.method, call.path, delay)
+
+        task = asyncio.get_running_loop().create_task(later())
+        self._late_tasks.add(task)
+        task.add_done_callback(self._late_tasks.discard)
 
     async def _carry_out_late(self, call: SlurmCall, delay: float, record: dict[str, Any]) -> None:
         """The ``late`` fault: do the call ``delay`` seconds from now, whether the client still waits or not,

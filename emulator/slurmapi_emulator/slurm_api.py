@@ -481,7 +481,10 @@ class SlurmModelApi:
             warnings.append(
                 warning_entry(f"slurmdb_jobs_get(0x{id(self) & 0xFFFFFFFFFFFF:x}) found nothing", "_dump_jobs")
             )
-        rendered = [history_job(job, version, self.cluster.cluster_name, as_of) for job in visible]
+        rendered = [
+            history_job(job, version, self.cluster.cluster_name, as_of, comments=self.cluster.history_comments)
+            for job in visible
+        ]
         body = {"jobs": rendered, "meta": self._meta_obj(version, True), "errors": errors or [], "warnings": warnings}
         return BackendAnswer(status, dumps(body))
 

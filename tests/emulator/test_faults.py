@@ -65,6 +65,22 @@ def test_reset_drops_the_connection(client: Client, emu: EmulatorHandle, when: s
     assert _submit_raw(client).status_code == 200
 
 
+def test_done_later_answers_unavailable_at_once_and_carries_the_call_out_later(
+    client: Client, emu: EmulatorHandle
+) -> None:
+    """A front end that queued the call: the caller hears 503 UNAVAILABLE, the job appears afterwards."""
+    emu.add_fault("done-later=1@submit")
+    resp = _submit_raw(client)
+    assert (resp.status_code, resp.json()["error"]["status"]) == (503, "UNAVAILABLE")
+    assert emu.jobs() == []  # not yet
+    deadline = time.monotonic() + 30
+    while not emu.jobs():
+        assert time.monotonic() < deadline, "the queued submit was never carried out"
+        time.sleep(0.05)
+    assert [j["name"] for j in emu.jobs()] == ["faulty"]
+    assert parse_fault("done-later=6@submit").delay == 6
+
+
 def test_slow_answers_late_but_does_the_action(client: Client, emu: EmulatorHandle) -> None:
     emu.add_fault("slow=0.6@submit")
     start = time.monotonic()

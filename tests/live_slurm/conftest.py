@@ -35,6 +35,8 @@ from tests.conftest import DAGS_FOLDER, PROJECT, REGION, connection_uri_env
 from tests.live_slurm.lab import LAB_SCRIPT, Lab, LabUnavailable, find_or_start_lab
 
 HERE = Path(__file__).resolve().parent
+# The lab's job user (scripts/slurm-lab): the user of the token the gateway sends.
+JOB_USER = os.environ.get("SLURM_LAB_USER", "tester")
 REPO = HERE.parents[1]
 CLUSTER_ID = "slurm-lab"
 GATEWAY_TOKEN = "slurm-live-static-token"
@@ -98,7 +100,9 @@ class Gateways:
 
     def connection(self, envelope: str = "body") -> str:
         handle, creds = self._start(envelope)
-        return connection_uri_env(handle, creds)
+        # The lab's slurmrestd (rest_auth/jwt over TCP) answers meta.client.user "root" whoever the
+        # token's user is: the connection names the Linux user the calls run as.
+        return connection_uri_env(handle, creds, slurm_user=JOB_USER)
 
     def cancel_leftovers(self) -> list[int]:
         """Cancel the jobs this session submitted that still wait or run (a failed test may leave some)."""

@@ -43,3 +43,42 @@ def test_a_running_tagged_job_is_found_beside_finished_jobs_of_its_name(gateway:
         assert hook.find_job_by_tag(earlier_tag, name=name, since=since).job_id == done.job_id  # type: ignore[union-attr]
     finally:
         hook.cancel_job(running.job_id)
+
+
+def test_a_copy_of_the_tag_on_a_job_of_another_user_is_never_adopted_nor_cancelled(gateway: Any, lab: Lab) -> None:
+    """root copies our tag onto a held job of its own: a retry never takes it, a sweep for late copies never
+    cancels it (the owner is compared with the connection's user, ``slurm_user``)."""
+    import json
+    import os
+
+    import requests
+
+    from tests.live_slurm.test_start_cost_live import in_lab
+
+    if os.geteuid() != 0:
+        pytest.fail("this test makes a job of another Slurm user with a root token: run it as root (CI does)")
+    hook = make_hook(gateway)
+    name = f"tag-copy-{uuid.uuid4().hex[:8]}"
+    since = int(time.time()) - 60
+    tag = f"airflow-ti={uuid.uuid4().hex}"
+    ours = hook.submit_job({**JOB, "name": name}, "#!/bin/bash\ntrue\n", tag=tag, comment=f"x {tag}").job_id
+    lab.final(ours)
+    token = in_lab("scontrol", "token", "username=root", "lifespan=600").removeprefix("SLURM_JWT=")
+    body = {"job": {**JOB, "name": name, "hold": True, "comment": f"x {tag}"}, "script": "#!/bin/bash\ntrue\n"}
+    answer = requests.post(
+        f"{lab.url}/slurm/v0.0.42/job/submit",
+        data=json.dumps(body),
+        headers={"X-SLURM-USER-TOKEN": token, "Content-Type": "application/json"},
+        timeout=60,
+    )
+    answer.raise_for_status()
+    copy = int(answer.json()["job_id"])
+    try:
+        assert hook.caller_user() == "tester"
+        found = hook.find_job_by_tag(tag, name=name, since=since)
+        assert found is not None and found.job_id == ours, found
+        assert hook.cancel_later_copies(tag, ours) == []
+        record = lab.live(copy)
+        assert record is not None and record.state == "PENDING", record
+    finally:
+        in_lab("scancel", str(copy))

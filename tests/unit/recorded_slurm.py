@@ -23,6 +23,7 @@ LIVE_RUNNING = "09_job_A_running"  # job 1, RUNNING
 LIVE_COMPLETED = "16_job_A_completed"  # job 1, COMPLETED
 LIVE_CANCELLED = "21_job_B_after_cancel_2s"  # job 2, CANCELLED
 LIVE_FAILED = "66_job_failed_exit3_live"  # job 11, FAILED, exit code 3
+CALLER = "tester"  # the Linux user the hook's calls run as
 
 
 class RecordedSlurm(BaseAdapter):
@@ -33,6 +34,10 @@ class RecordedSlurm(BaseAdapter):
         # Each route's answers in turn; the last one is given again from then on.
         self.routes: dict[tuple[str, str], list[tuple[int, dict[str, Any]]]] = {}
         self.calls: list[tuple[str, str, Any]] = []
+        # Where the hook learns its own user (meta.client.user) when no answer has named it yet: the
+        # recorded answer, as the lab's user ``tester`` (whose jobs the recorded history holds) gets it.
+        partitions = self.answer("GET", f"/slurm/{API_VERSION}/partitions/", "05_partitions")
+        partitions["meta"]["client"].update(user=CALLER, group=CALLER)
 
     # -- what Slurm answers -----------------------------------------------------------------------
     def answer(self, method: str, path: str, fixture: str, **changes: Any) -> dict[str, Any]:

@@ -126,6 +126,31 @@ def test_a_job_of_another_user_with_a_copied_tag_is_never_adopted(gcp_connection
     assert found is not None and found.job_id == ours
 
 
+def test_a_copied_tag_is_never_adopted_once_our_job_left_the_queue_and_the_history_keeps_no_comments(
+    emulator_factory: Any, credentials_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replay: try 1's job ended and left the live queue; the history keeps no comments (Slurm's
+    default); another user holds a job with our tag copied from the visible comment. Try 2 must not
+    adopt it: only jobs of the caller's own user (``meta.client.user``) are candidates."""
+    emulator = emulator_factory(history_comments=False, min_job_age=0.5)
+    connect(monkeypatch, emulator, credentials_file)
+    tag = task_tag("dag", "replay", "run", key=KEY)
+    comment = task_comment(tag, "dag", "replay", "run")
+    hook = make_hook()
+    ours = hook.submit_job(spec(emulator, "replay"), "#!/bin/bash\ntrue\n", tag=tag, comment=comment).job_id
+    emulator.wait_for_state(ours, ["COMPLETED"], timeout=30)
+    deadline = time.monotonic() + 60
+    while any(job["job_id"] == ours and job["in_live_queue"] for job in emulator.jobs()):
+        assert time.monotonic() < deadline, "the finished job never left the live queue"
+        time.sleep(0.2)
+    (copy,) = foreign_jobs(emulator, 1, name="replay", comment=comment)
+    retry = make_hook()  # a new try: a new process, nothing remembered
+    found = retry.find_job_by_tag(tag, name="replay", since=int(time.time()) - 600)
+    assert found is None or found.job_id != copy, f"adopted job {copy} of user {OTHER_USER}"
+    assert found is None  # ours can no longer be told by its tag: the retry submits anew
+    assert retry.caller_user() != OTHER_USER
+
+
 def test_a_retry_looks_in_the_history_filtered_by_name_not_in_the_live_queue(gcp_connection: Any) -> None:
     tag = task_tag("dag", "retry", "run", key=KEY)
     hook = make_hook()

@@ -155,7 +155,11 @@ def test_a_stored_id_that_is_not_a_job_id_is_ignored_and_the_history_is_asked() 
     ti, store = second_try(store_job=None)
     store.set(JOB_ID_STATE_KEY, "not-a-job")
     assert operator(slurm, wait_for_completion=False).execute(task_context(ti, store)) == NEW
-    assert [method for method, _, _ in slurm.calls] == ["GET", "POST"]
+    assert [path.split("/")[2:4] for _, path, _ in slurm.calls] == [
+        [API_VERSION, "partitions"],  # who the caller is: only its own jobs are candidates
+        [API_VERSION, "jobs"],
+        [API_VERSION, "job"],
+    ]
 
 
 def test_an_adopted_job_that_fails_fails_the_task_with_slurms_reason() -> None:

@@ -246,7 +246,7 @@ def test_the_tasks_of_an_array_are_one_tagged_job() -> None:
         SlurmJob.from_live({**live(8905, 2, "COMPLETED"), "comment": f"airflow {tag}", "user_name": "alice"}),
         SlurmJob.from_live({**live(8903, 0, "COMPLETED"), "comment": f"airflow {tag}", "user_name": "alice"}),
     ]
-    found = own_tagged(records, tag)
+    found = own_tagged(records, tag, user="alice")
     assert [job.job_id for job in found] == [A]
-    newest = newest_tagged(records, tag)
+    newest = newest_tagged(records, tag, user="alice")
     assert newest is not None and newest.job_id == A and newest.array_job_id == A

@@ -87,8 +87,8 @@ def test_newest_tagged_picks_the_latest_job_with_the_tag_as_a_whole_token() -> N
     b = dataclasses.replace(base, job_id=9, comment="airflow-ti=abc")
     c = dataclasses.replace(base, job_id=12, comment="airflow-ti=other")
     d = dataclasses.replace(base, job_id=15, comment="xairflow-ti=abcdef")
-    assert newest_tagged([a, b, c, d], "airflow-ti=abc") is b
-    assert newest_tagged([c, d], "airflow-ti=abc") is None
+    assert newest_tagged([a, b, c, d], "airflow-ti=abc", user=str(base.user)) is b
+    assert newest_tagged([c, d], "airflow-ti=abc", user=str(base.user)) is None
 
 
 def test_only_jobs_of_the_submitting_user_are_candidates() -> None:
@@ -98,11 +98,15 @@ def test_only_jobs_of_the_submitting_user_are_candidates() -> None:
 
     ours = dataclasses.replace(base, job_id=3, comment="airflow-ti=abc", user="tester")
     copy = dataclasses.replace(base, job_id=7, comment="airflow-ti=abc", user="mallory")
-    assert newest_tagged([copy, ours], "airflow-ti=abc") is ours  # the oldest holder of the tag is us
     assert newest_tagged([copy, ours], "airflow-ti=abc", user="tester") is ours
     assert newest_tagged([copy], "airflow-ti=abc", user="tester") is None
-    assert own_tagged([copy, ours, ours], "airflow-ti=abc") == [ours]
-    assert own_tagged([ours], "airflow-ti=abc", since=(ours.submit_time or 0) + 1) == []
+    # The copy is older than anything of ours the answer shows (ours left the queue): still not ours.
+    older_copy = dataclasses.replace(copy, job_id=1)
+    assert newest_tagged([older_copy], "airflow-ti=abc", user="tester") is None
+    assert own_tagged([copy, ours, ours], "airflow-ti=abc", user="tester") == [ours]
+    assert own_tagged([ours], "airflow-ti=abc", user="tester", since=(ours.submit_time or 0) + 1) == []
+    with pytest.raises(ValueError, match="caller's user"):
+        own_tagged([ours], "airflow-ti=abc", user="")
 
 
 def test_watch_logs_changes_once_and_gives_up_after_the_grace() -> None:

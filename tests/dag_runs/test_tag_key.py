@@ -1,0 +1,122 @@
+"""The key of the task tags: a random key the deployment keeps, never a constant nor another secret.
+
+A real DAG run (``dag.test()``) against the emulator: the task reads the key the way a worker does
+(the Task SDK on Airflow 3, the ORM on 2.x), so these tests judge where the key really comes from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from airflow_provider_slurmapi import tag_secret
+from airflow_provider_slurmapi.slurm.spec import TAG_PREFIX, task_tag
+from tests.conftest import load_dag, run_dag
+
+
+def _read_variable() -> str | None:
+    from airflow.models.variable import Variable
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = session.query(Variable).filter(Variable.key == tag_secret.VARIABLE_KEY).one_or_none()
+        return None if row is None else str(row.val)
+
+
+def _delete_variable() -> None:
+    from airflow.models.variable import Variable
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        session.query(Variable).filter(Variable.key == tag_secret.VARIABLE_KEY).delete()
+
+
+def _tag_of_run(gcp_connection: Any) -> tuple[str, str]:
+    """The tag the run's job carries, and the run id its comment names."""
+    (job,) = gcp_connection.jobs()
+    words = str(job["comment"]).split()
+    tag = next(word for word in words if word.startswith(TAG_PREFIX))
+    run_id = next(word for word in words if word.startswith("run=")).removeprefix("run=")
+    return tag, run_id
+
+
+@pytest.fixture
+def no_configured_key(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv("AIRFLOW__SLURMAPI__TAG_SECRET", raising=False)
+    tag_secret.forget_cached_key()
+    yield
+    tag_secret.forget_cached_key()
+
+
+def test_the_tag_key_is_a_random_key_the_deployment_keeps_not_airflows_secret_key(
+    airflow_db: Any, gcp_connection: Any, no_configured_key: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS, conf
+
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
+    _delete_variable()
+    state, _ = run_dag(load_dag("slurm_scenarios.py", "completes"))
+    assert state == "success"
+    stored = _read_variable()
+    assert stored is not None, "the first task created the deployment's key"
+    from airflow.models import Variable
+
+    key = str(Variable.get(tag_secret.VARIABLE_KEY))
+    assert len(key) >= 32
+    tag, run_id = _tag_of_run(gcp_connection)
+    assert tag == task_tag("slurm_scenario_completes", "job", run_id, key=key.encode())
+    # Not keyed with Airflow's own secret: the public tag is no oracle for it.
+    section = "api" if AIRFLOW_V_3_0_PLUS else "webserver"
+    secret_key = conf.get(section, "secret_key").encode()
+    message = f"slurm_scenario_completes\x00job\x00{run_id}\x00-1".encode()
+    assert tag.removeprefix(TAG_PREFIX) != hmac.new(secret_key, message, hashlib.sha256).hexdigest()[:32]
+
+    # Another process (no cached key) of the same deployment reads the same key, and makes no new one.
+    tag_secret.forget_cached_key()
+    first_job_ids = {job["job_id"] for job in gcp_connection.jobs()}
+    state, _ = run_dag(load_dag("slurm_scenarios.py", "completes"))
+    assert state == "success"
+    (second,) = [job for job in gcp_connection.jobs() if job["job_id"] not in first_job_ids]
+    words = str(second["comment"]).split()
+    run_id = next(word for word in words if word.startswith("run=")).removeprefix("run=")
+    assert task_tag("slurm_scenario_completes", "job", run_id, key=key.encode()) in words
+    assert str(Variable.get(tag_secret.VARIABLE_KEY)) == key
+
+
+def test_a_configured_tag_secret_comes_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__SLURMAPI__TAG_SECRET", "  a key the deployment manages  ")
+    tag_secret.forget_cached_key()
+    assert tag_secret.tag_key() == b"a key the deployment manages"
+
+
+def test_the_tag_secret_option_is_sensitive(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Airflow reads the provider's config section (provider manager) and hides the value."""
+    from airflow.configuration import conf
+
+    from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
+
+    monkeypatch.setenv("AIRFLOW__SLURMAPI__TAG_SECRET", "do-not-show-me-1234")
+    if not AIRFLOW_V_3_0_PLUS:  # 2.x: what the CLI and each component do at start; 3.x loads them lazily
+        from airflow.providers_manager import ProvidersManager
+
+        ProvidersManager().initialize_providers_configuration()
+        conf.load_providers_configuration()
+    assert ("slurmapi", "tag_secret") in conf.sensitive_config_values
+    shown = conf.as_dict(display_sensitive=False, display_source=False)
+    assert "do-not-show-me-1234" not in repr(shown)
+    assert shown["slurmapi"]["tag_secret"] == "< hidden >"
+
+
+def test_a_key_that_cannot_be_had_is_an_error_that_gives_the_fix(no_configured_key: None) -> None:
+    """Outside a task, Airflow 3 has no Variable store to reach: no guess, an error naming the fix."""
+    from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
+    from airflow_provider_slurmapi.slurm.errors import ConfigurationError
+
+    if not AIRFLOW_V_3_0_PLUS:
+        pytest.skip("Airflow 2.x reaches the Variable through the ORM from any process")
+    with pytest.raises(ConfigurationError, match="AIRFLOW__SLURMAPI__TAG_SECRET"):
+        tag_secret.tag_key()
