@@ -118,7 +118,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         self.array_fail_fast = array_fail_fast
         self.accounting_wait_seconds = accounting_wait_seconds
         self._watch: JobWatch | None = None
-        self._outage = False
+        self._outage: SlurmApiError | None = None  # the error of the last look, when the API did not answer
         self._last_event_job: SlurmJob | None = None
 
     @fails_fast
@@ -169,14 +169,15 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         # can end the wait.
         forgetful = self.reschedule and store is None
         step = self._look(watch, job_id, quiet=forgetful and not _is_first_poke(context), forgetful=forgetful)
-        while forgetful and step.job is None and not self._outage:
+        while forgetful and step.job is None and self._outage is None:
             time.sleep(self.poke_interval)
             step = self._look(watch, job_id, forgetful=forgetful)
-        if forgetful and self._outage:
+        if forgetful and self._outage is not None:
             self.log.warning(
-                "The Slurm Job API did not answer about Slurm job %s; the job runs on. This poke gives its "
-                "slot back and the next one looks again (the sensor's timeout of %ss bounds the outage).",
+                "The Slurm Job API did not answer while watching Slurm job %s (%s); the job runs on. This poke "
+                "gives its slot back and the next one looks again (the sensor's timeout of %ss bounds the outage).",
                 job_id,
+                self._outage,
                 self.timeout,
             )
             return False
@@ -213,15 +214,15 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         Sets ``_outage`` when the API gave no usable answer (an outage the watch still rides out);
         ``forgetful`` (a poke that keeps no watch) leaves the outage to the poke to log.
         """
-        self._outage = False
+        self._outage = None
         try:
             job = self.hook.get_job(job_id)
         except SlurmApiError as exc:
             step = watch.observe_error(exc)
-            self._outage = True
+            self._outage = exc
         else:
             step = watch.observe(job)
-        if forgetful and self._outage:
+        if forgetful and self._outage is not None:
             pass
         elif quiet and not step.finished and not step.warning:
             self.log.debug("%s", step.message)
