@@ -110,7 +110,8 @@ docs: install
 # and the packaging tests prove the same on every version: the main run has them). Airflow 2 has no
 # supervisor process for a test to kill (test_kill_and_restart.py) and imports a heavier set at startup
 # (test_import_cost.py measures 3.x's).
-AIRFLOW_SUITES ?= tests/unit/hooks tests/unit/operators tests/unit/sensors tests/unit/triggers tests/dag_runs
+AIRFLOW_SUITES ?= tests/unit/hooks tests/unit/operators tests/unit/sensors tests/unit/triggers tests/unit/test_airflow_surface.py \
+	tests/dag_runs
 AIRFLOW_SUITES_2 ?= $(AIRFLOW_SUITES) --ignore=tests/dag_runs/faults/test_kill_and_restart.py
 
 # The deployment scenarios whose behaviour depends on the Airflow version, run again on each older one

@@ -22,7 +22,6 @@ from typing import Any, Generic, TypeVar
 import tenacity
 
 from airflow_provider_slurmapi.slurm.array import complete_array
-from airflow_provider_slurmapi.slurm.caller import require_caller_user
 from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
 from airflow_provider_slurmapi.slurm.envelope import HttpMethod, SlurmResponse, encode_request, parse_envelope
 from airflow_provider_slurmapi.slurm.errors import (
@@ -225,18 +224,36 @@ class SlurmClientBase:
         return one_call(SlurmRequest("GET", path, lambda response: read_jobs(response, history=history)))
 
     def _own_jobs_plan(self, *, history: bool, filters: Mapping[str, Any]) -> Plan[list[SlurmJob]]:
-        """The caller's own jobs (``meta.client.user``): the history filtered by user where Slurm filters
-        (``users=``, after a ping that names the caller), the live queue filtered here."""
+        """The caller's own jobs: the history filtered by user where Slurm filters (``users=``), the live
+        queue filtered here. The caller is the connection's ``slurm_user``, else ``meta.client.user`` of the
+        first slurmctld answer that names it (a ping first when none has yet: slurmdbd answers name nobody)."""
         if history:
-            ping: SlurmResponse = yield SlurmRequest("GET", self.paths.ping(), _as_is)
-            ping.raise_for_errors()
-            path = self.paths.history_jobs(**{**filters, "users": [require_caller_user(ping)]})
+            if self._caller is None:
+                ping: SlurmResponse = yield SlurmRequest("GET", self.paths.ping(), _as_is)
+                ping.raise_for_errors()
+            path = self.paths.history_jobs(**{**filters, "users": [self._require_caller()]})
             answer: SlurmResponse = yield SlurmRequest("GET", path, _as_is)
             return read_jobs(answer, history=True)
         live: SlurmResponse = yield SlurmRequest("GET", self.paths.jobs(), _as_is)
         jobs = read_jobs(live, history=False)
-        user = require_caller_user(live)
+        user = self._caller or caller_user(live)
+        if user is None:
+            raise self._no_caller(live)
         return [job for job in jobs if job.user == user]
+
+    def _require_caller(self) -> str:
+        if self._caller is None:
+            raise self._no_caller(None)
+        return self._caller
+
+    @staticmethod
+    def _no_caller(response: SlurmResponse | None) -> SlurmApiError:
+        where = f"The answer to {response.method} {response.path}" if response is not None else "No answer"
+        return SlurmApiError(
+            f"{where} does not name the calling user (meta.client.user), so the caller's own jobs cannot be told "
+            "apart from other users'. Set the connection extra slurm_user to the Linux user the calls run as, list "
+            "every user's jobs explicitly (all_users=True), or name the users (history filters users=[...])."
+        )
 
     def _partitions_plan(self, *, retry: bool | None = None) -> Plan[list[str]]:
         return one_call(SlurmRequest("GET", self.paths.partitions(), read_partition_names, retry=retry))
