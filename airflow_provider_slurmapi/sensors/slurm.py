@@ -174,7 +174,11 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         """XCom ``slurm_job``: the finished job, with its accounting summary (also logged)."""
         job_id = parse_job_id(self.job_id)
         array = record.get("array") is not None
-        record = {**record, "accounting": self.report_accounting(job_id, self.accounting_wait_seconds, array=array)}
+        record = {
+            **record,
+            "requeues": record.get("restart_count") or 0,
+            "accounting": self.report_accounting(job_id, self.accounting_wait_seconds, array=array),
+        }
         context["ti"].xcom_push(key=JOB_XCOM_KEY, value=record)
 
     def _new_watch(self, job_id: int, saved: object = None) -> JobWatch:
@@ -204,6 +208,10 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
             step.log_to(self.log, redact_text)
         if step.cancel_array:
             self.hook.cancel_job(job_id)
+        if step.give_up is not None:  # a job that can never start; cancelled only with cancel_on_kill
+            if self.cancel_on_kill:
+                self.log.info("Cancel of Slurm job %s: %s.", job_id, self.hook.cancel_job(job_id).value)
+            raise step.give_up
         return step
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
