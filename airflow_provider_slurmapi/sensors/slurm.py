@@ -53,8 +53,10 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
 
     :param job_id: the Slurm job id. Templated (e.g. ``{{ ti.xcom_pull(task_ids='submit') }}``).
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
-    :param cancel_on_kill: in deferrable mode, cancel the job when a user kills the task. Off by
-        default: a sensor watches a job it did not start.
+    :param cancel_on_kill: in deferrable mode, cancel the job when a user kills the task; in any mode,
+        cancel a job that can never start (pending for a reason only an admin or its user can clear,
+        ``FINAL_PENDING_REASONS``: the task fails at once either way). Off by default: a sensor watches
+        a job it did not start.
     :param missing_grace_seconds: how long the job may be in neither the live queue nor the history.
     :param outage_tolerance_seconds: how long the wait rides out an API outage (UNAVAILABLE, 5xx, no
         connection; warned about every few minutes) before the task fails. Permanent errors fail at once.

@@ -213,20 +213,26 @@ def test_a_node_failure_with_requeue_is_waited_out(
     assert next(run["state"]["current"] for run in body["jobs"]) == ["NODE_FAIL"]
 
 
+def submitted(out: str) -> list[int]:
+    """The job ids the run submitted, in order (the hook logs each submission)."""
+    return list(dict.fromkeys(int(i) for i in re.findall(r"Submitted Slurm job (\d+)", out)))
+
+
 def test_a_job_whose_dependency_can_never_be_met_fails_at_once_and_is_cancelled(
     mode: bool, lab: Lab, name: str, cleanup: list[int], capfd: pytest.CaptureFixture[str]
 ) -> None:
     state, tries = run_with_retries(load_dag(DAG_FILE, "never_starts"), retries=2)
     out = "".join(capfd.readouterr())
-    job = job_by_name(lab, name)
-    first = job_by_name(lab, f"{name}-first")
-    assert job is not None and first is not None, "both jobs are still in the live queue (MinJobAge)"
-    cleanup.append(int(job["job_id"]))
+    ids = submitted(out)
+    cleanup.extend(ids)
+    assert len(ids) == 2, out[-4000:]  # "first", then "job" once: no retry submitted it again
+    first, job_id = ids
     assert (state, tries) == ("failed", 1), out[-4000:]
-    assert "PENDING (DependencyNeverSatisfied)" in out and "can never start" in out and "Not retried" in out
+    assert f"Slurm job {job_id}: PENDING (Dependency) -> PENDING (DependencyNeverSatisfied)" in out
+    assert "can never start" in out and "Not retried" in out
     assert "scontrol update JobId=... Dependency=" in out  # the fix
-    assert first["job_state"] == ["FAILED"]
-    record = lab.final(int(job["job_id"]), timeout=60)
+    assert lab.final(first, timeout=60).state == "FAILED"
+    record = lab.final(job_id, timeout=60)
     assert record.state == "CANCELLED" and not record.ran, record
 
 
@@ -235,12 +241,13 @@ def test_pending_timeout_cancels_the_job_and_the_retry_submits_again(
 ) -> None:
     state, tries = run_with_retries(load_dag(DAG_FILE, "pending_timeout"), retries=1)
     out = "".join(capfd.readouterr())
-    _status, body = lab.call("GET", f"/slurm/{V}/jobs/")
-    mine = [job for job in body["jobs"] if job.get("name") == name]
-    cleanup.extend(int(job["job_id"]) for job in mine)
+    ids = submitted(out)
+    cleanup.extend(ids)
     assert (state, tries) == ("failed", 2), out[-4000:]  # the timeout used the retry: a new job, timed out again
-    assert len(mine) == 2, mine
-    for job in mine:
-        assert lab.final(int(job["job_id"]), timeout=60).state == "CANCELLED"
-    assert out.count("pending_timeout=15s") >= 2 and "PENDING (JobHeldUser)" in out
+    assert len(ids) == 2, ids
+    for job_id in ids:
+        record = lab.final(job_id, timeout=60)
+        assert record.state == "CANCELLED" and not record.ran, record
+        assert f"Slurm job {job_id} was still PENDING (JobHeldUser) after" in out
+    assert out.count("pending_timeout=15s") >= 2
     assert "Not retried" not in out

@@ -8,7 +8,7 @@ Everything comes from the environment at parse time (``SLURMAPI_*``, as in ``slu
 from __future__ import annotations
 
 import os
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
@@ -72,6 +72,8 @@ with DAG(dag_id="slurm_long_never_starts", **DEFAULTS) as _dag:
         task_id="job",
         job=_job(NAME, dependency="afterok:{{ ti.xcom_pull(task_ids='first') }}"),
         script="#!/bin/bash\ntrue\n",
+        # Only a bound for a provider that would wait for ever: the task fails long before.
+        execution_timeout=timedelta(minutes=6),
         **COMMON,
     )
     _first >> _after
