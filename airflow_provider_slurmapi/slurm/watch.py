@@ -234,6 +234,11 @@ class JobWatch:
         if restarts is not None:
             self._restarts = max(restarts, known or 0)
         if previous is None:
+            if restarts and known is None:  # requeued before this watch first saw it (e.g. right after submit)
+                return (
+                    f"Slurm job {job.job_id} has been requeued {restarts} time(s) (restart count {restarts}); "
+                    "waiting for its run under the same id."
+                )
             return None
         if restarts is not None and known is not None:
             new = restarts > known

@@ -116,3 +116,12 @@ def test_final_pending_reasons_apply_to_pending_jobs_only() -> None:
 
     assert final_pending_fix(JobStateInfo(JobState.FAILED), "BadConstraints") is None
     assert final_pending_fix(JobStateInfo(JobState.PENDING), "BadConstraints") is not None
+
+
+def test_a_requeue_before_the_first_look_is_said_once() -> None:
+    watch, messages, _ = watch_over(
+        [job(["PENDING"], "BeginTime", 1), job(["RUNNING"], None, 1), job(["COMPLETED"], None, 1)]
+    )
+    said = [m for m in messages if "requeued" in m]
+    assert len(said) == 1 and said[0].startswith("Slurm job 7 has been requeued 1 time(s) (restart count 1)")
+    assert watch.requeues == 1
