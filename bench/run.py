@@ -489,6 +489,14 @@ def bench_arrays(tasks: int, throttle: int) -> bool:
     return subprocess.run(args, check=False).returncode == 0
 
 
+# -- triggerer restart ------------------------------------------------------------------------------
+def bench_restart(sizes: str) -> bool:
+    """``bench/restart_cost.py`` in its own process (its table is printed as it runs)."""
+    print("\ntriggerer restart: calls until every rebuilt trigger's job is read (baseline: one GET /job/{id} each)")
+    script = Path(__file__).resolve().parent / "restart_cost.py"
+    return subprocess.run([sys.executable, str(script), "--n", sizes], check=False).returncode == 0
+
+
 # -- main ---------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -496,7 +504,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", help="comma list of trigger counts (default 1,100,1000,5000; quick: 1,100)")
     parser.add_argument(
         "--only",
-        choices=("fanin", "parse", "hook", "start", "pollcost", "lag", "progress", "arrays"),
+        choices=("fanin", "parse", "hook", "start", "pollcost", "lag", "progress", "arrays", "restart"),
         action="append",
         help="run only these (repeatable)",
     )
@@ -522,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     intervals = args.intervals or (3 if args.quick else 4)
     repeats = args.repeats or (1 if args.quick else 3)
     parse_repeats = args.parse_repeats or (2 if args.quick else 3)
-    only = set(args.only or ("fanin", "parse", "hook", "start", "pollcost", "lag", "progress", "arrays"))
+    only = set(args.only or ("fanin", "parse", "hook", "start", "pollcost", "lag", "progress", "arrays", "restart"))
     start_qs = [int(x) for x in (args.start_q or ("0,1000" if args.quick else "0,1000,10000")).split(",")]
     start_n = args.start_n or (50 if args.quick else 500)
     baseline_n = args.baseline_n or (3 if args.quick else 10)
@@ -562,6 +570,7 @@ def main(argv: list[str] | None = None) -> int:
         lag_result = bench_lag(tmp, lag_n, lag_clusters, interval, intervals) if "lag" in only else None
         progress_ok = bench_progress("1,9" if args.quick else "1,8,9,60") if "progress" in only else None
         arrays_ok = (bench_arrays(100, 20) if args.quick else bench_arrays(1000, 100)) if "arrays" in only else None
+        restart_ok = bench_restart("1,100" if args.quick else "1,100,1000") if "restart" in only else None
 
     print("\n" + "=" * 118)
     if fanin_rows:
@@ -580,6 +589,8 @@ def main(argv: list[str] | None = None) -> int:
         goals.append(("progress: at most 8 progress reads per poll round, whatever N", progress_ok))
     if arrays_ok is not None:
         goals.append(("arrays: one call per poll interval while an array runs, whatever its tasks", arrays_ok))
+    if restart_ok is not None:
+        goals.append(("restart: a triggerer restart reads its N first-seen jobs in <= 4 calls, whatever N", restart_ok))
     print("\nGoals:")
     for text, ok in goals:
         print(f"   {verdict(ok)}  {text}")

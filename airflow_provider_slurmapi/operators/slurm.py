@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_slurmapi._compat import (
@@ -73,6 +74,16 @@ if TYPE_CHECKING:
 JOB_ID_STATE_KEY = "slurm_job_id"
 JOB_ID_XCOM_KEY = "slurm_job_id"
 JOB_XCOM_KEY = "slurm_job"
+
+
+def _seconds(name: str, value: float | timedelta | None) -> float | None:
+    """A duration argument as seconds; a clear error for anything but a positive number or timedelta."""
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+        raise ValueError(f"{name}={value!r} must be a positive number of seconds or a timedelta, or None for no limit.")
+    return float(seconds)
 
 
 def _map_index(ti: Any) -> int:
@@ -194,6 +205,12 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
         accounting history (slurmdbd lags a little) for the summary logged in one line and put in XCom
         ``slurm_job["accounting"]``: elapsed time, nodes, allocated TRES, node- and GPU-hours, MaxRSS,
         exit code or signal, requeues. ``None``: no summary. Never fails the task.
+    :param pending_timeout: seconds (or a ``timedelta``) the job may stay pending, after its submission
+        and again after each requeue, like Nextflow's ``maxSubmitAwait``: then the job is cancelled and
+        the task fails with the last pending reason, in a way its retries handle (a retry submits anew).
+        ``None``: no limit. A job pending for a reason no wait can clear (``DependencyNeverSatisfied``,
+        ``BadConstraints``... see ``FINAL_PENDING_REASONS``) is cancelled and fails the task at once,
+        without its retries, whatever this is.
     """
 
     template_fields: Sequence[str] = ("job", "script", *CLUSTER_TEMPLATE_FIELDS)
@@ -231,6 +248,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
         sbatch_directives: bool = True,
         openlineage_inject_parent_job_info: bool | None = None,
         accounting_wait_seconds: float | None = DEFAULT_ACCOUNTING_WAIT_SECONDS,
+        pending_timeout: float | timedelta | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -243,6 +261,8 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
             impersonation_chain=impersonation_chain,
             api_endpoint=api_endpoint,
         )
+        self.pending_timeout = _seconds("pending_timeout", pending_timeout)
+        self._submitted_at: float | None = None
         self.outage_tolerance_seconds = outage_tolerance_seconds
         if report_output is None:
             report_output = conf.getboolean("slurmapi", "report_output", fallback=True)
@@ -430,6 +450,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
 
     def _submit(self, context: Context, prepared: PreparedSubmission, *, earlier: int | None) -> int:
         """Submit a new job for this task instance and remember its id where a retry looks first."""
+        self._submitted_at = time.time()  # its first pending spell begins (pending_timeout)
         result = self.hook.submit_prepared(prepared, earlier_job_id=earlier)
         self._copies_of = prepared.tag if result.resent else None
         for warning in result.warnings:
@@ -517,12 +538,15 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
 
     def _wait(self, context: Context, job_id: int, *, adopted: bool = False) -> int:
         """Wait for the job; ``adopted`` when an earlier try submitted it (see :meth:`_finish`)."""
+        pending_since = None if adopted else self._submitted_at  # a job found again: its wait counts from now
         watch = JobWatch(
             job_id,
             missing_grace_seconds=self.missing_grace_seconds,
             outage_tolerance_seconds=self.outage_tolerance_seconds,
             log_progress=self._log_progress,
             array_fail_fast=self.array_fail_fast,
+            pending_timeout=self.pending_timeout,
+            pending_since=pending_since,
         )
         step = self._look(watch, job_id)
         if step.finished and step.job is not None:
@@ -542,6 +566,8 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
                     last_seen=step.job.to_dict() if step.job is not None else None,
                     log_progress=self._log_progress,
                     array_fail_fast=self.array_fail_fast,
+                    pending_timeout=self.pending_timeout,
+                    pending_since=pending_since,
                     cluster=self.cluster,
                     **({"cancel_copies_of": self._copies_of} if self._copies_of else {}),
                 ),
@@ -571,6 +597,12 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
                 self.hook.cancel_later_copies(self._copies_of, job_id)
             except SlurmApiError as exc:
                 self.log.warning("Could not look for late copies of Slurm job %s: %s", job_id, exc)
+        if step.give_up is not None:  # it can never start, or pended too long: cancel, then fail
+            if self.cancel_on_kill:
+                outcome = self.hook.cancel_job(job_id)
+                self.log.info("Cancelled Slurm job %s (%s): %s.", job_id, type(step.give_up).__name__, outcome.value)
+            self._job_over = True
+            raise step.give_up
         return step
 
     @fails_fast
@@ -597,6 +629,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
         self.job_id = job.job_id
         self._last_job = job
         record = job.to_dict()
+        record["requeues"] = job.restart_count or 0
         record["accounting"] = self.report_accounting(
             job.job_id, self.accounting_wait_seconds, array=job.array is not None
         )

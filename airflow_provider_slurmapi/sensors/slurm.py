@@ -61,8 +61,10 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
 
     :param job_id: the Slurm job id. Templated (e.g. ``{{ ti.xcom_pull(task_ids='submit') }}``).
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
-    :param cancel_on_kill: in deferrable mode, cancel the job when a user kills the task. Off by
-        default: a sensor watches a job it did not start.
+    :param cancel_on_kill: in deferrable mode, cancel the job when a user kills the task; in any mode,
+        cancel a job that can never start (pending for a reason only an admin or its user can clear,
+        ``FINAL_PENDING_REASONS``: the task fails at once either way). Off by default: a sensor watches
+        a job it did not start.
     :param missing_grace_seconds: how long the job may be in neither the live queue nor the history.
     :param outage_tolerance_seconds: how long the wait rides out an API outage (UNAVAILABLE, 5xx, no
         connection; warned about every few minutes) before the task fails. Permanent errors fail at once.
@@ -194,7 +196,11 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         """XCom ``slurm_job``: the finished job, with its accounting summary (also logged)."""
         job_id = parse_job_id(self.job_id)
         array = record.get("array") is not None
-        record = {**record, "accounting": self.report_accounting(job_id, self.accounting_wait_seconds, array=array)}
+        record = {
+            **record,
+            "requeues": record.get("restart_count") or 0,
+            "accounting": self.report_accounting(job_id, self.accounting_wait_seconds, array=array),
+        }
         self.push_xcom(context, JOB_XCOM_KEY, record)
 
     def _new_watch(self, job_id: int, saved: object = None) -> JobWatch:
@@ -232,6 +238,10 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
             step.log_to(self.log, redact_text)
         if step.cancel_array:
             self.hook.cancel_job(job_id)
+        if step.give_up is not None:  # a job that can never start; cancelled only with cancel_on_kill
+            if self.cancel_on_kill:
+                self.log.info("Cancel of Slurm job %s: %s.", job_id, self.hook.cancel_job(job_id).value)
+            raise step.give_up
         return step
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:

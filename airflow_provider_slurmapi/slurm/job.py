@@ -246,6 +246,8 @@ class SlurmJob:
     array_pending: str | None = None
     array_throttle: int | None = None
     array: ArrayView | None = None
+    # How many times Slurm requeued the job (``restart_cnt``): it keeps its id and runs again.
+    restart_count: int | None = None
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
@@ -288,6 +290,7 @@ class SlurmJob:
             array_task_id=_task_id(raw.get("array_task_id")),
             array_pending=_loose_text(raw.get("array_task_string")),
             array_throttle=_positive(raw.get("array_max_tasks")),
+            restart_count=fields.read("restart_cnt", _number),
         )
 
     @classmethod
@@ -343,6 +346,7 @@ class SlurmJob:
             stderr=fields.read("stderr_expanded", _text) or fields.read("stderr", _text),
             comment=_read(comment, comment_field, _text),
             extra=fields.read("extra", _extra_text),
+            restart_count=fields.read("restart_cnt", _number),
             **_history_array(raw.get("array")),
             **time_fields,
         )
@@ -490,6 +494,7 @@ class SlurmJob:
             "array_pending": self.array_pending,
             "array_throttle": self.array_throttle,
             "array": self.array.to_dict() if self.array is not None else None,
+            "restart_count": self.restart_count,
         }
 
     @classmethod
@@ -564,6 +569,7 @@ class SlurmJob:
             array_pending=text("array_pending"),
             array_throttle=number("array_throttle"),
             array=array,
+            restart_count=number("restart_count"),
         )
 
 

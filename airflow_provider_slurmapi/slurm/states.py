@@ -113,3 +113,45 @@ def parse_job_state(raw: object) -> JobStateInfo:
 def is_job_state_shape(raw: object) -> bool:
     """True for what Slurm sends as a state: nothing, a string, or a list of strings."""
     return raw is None or isinstance(raw, str) or (isinstance(raw, list) and all(isinstance(i, str) for i in raw))
+
+
+# Pending reasons that no wait clears: only an administrator, or the user changing the job, can. Read
+# from Slurm's source (SchedMD/slurm at 284c3b9, August 2026; strings from src/common/job_state_reason.c).
+# Holds a user or an administrator set on purpose (JobHeldUser, JobHeldAdmin) and reasons that a change
+# of the cluster's state clears by itself (PartitionDown, ReqNodeNotAvail, ReservationInvalid, limits)
+# are left out: waiting on those is what the user asked for. The value is the fix, for the task's error.
+FINAL_PENDING_REASONS: dict[str, str] = {
+    # job_mgr.c handle_invalid_dependency(): set when a dependency can never be met, then never tested
+    # again ("If the dependency is already invalid there's no reason to keep checking it").
+    "DependencyNeverSatisfied": (
+        "a job it depends on ended in a way the dependency excludes (e.g. afterok on a failed job); "
+        "fix or rerun that job and submit this one again, or change its dependency "
+        "(scontrol update JobId=... Dependency=...)"
+    ),
+    # job_scheduler.c schedule(): "non-runnable": the request can never be met, the job is held with
+    # priority 0 until the job is changed (job_mgr.c) or node features change.
+    "BadConstraints": (
+        "no node of the partition can ever satisfy the request (nodes, CPUs, memory, GRES, features); "
+        "ask for less, or another partition"
+    ),
+    # job_scheduler.c / job_mgr.c: the job's association was removed or disabled after it was submitted.
+    "InvalidAccount": "the job's account (association) is no longer valid; submit it under a valid account",
+    # job_mgr.c: the job's QOS was removed or is no longer allowed for its association.
+    "InvalidQOS": "the job's QOS is no longer valid; submit it with a valid QOS",
+    # job_mgr.c _handle_requeue_limit(): launch failed more than MaxBatchRequeue times; held (REQUEUE_HOLD).
+    "JobHoldMaxRequeue": (
+        "its launch failed too many times (MaxBatchRequeue) and Slurm held it; look at the node and the "
+        "script's working directory, then submit it again"
+    ),
+    # job_scheduler.c: a burst buffer operation failed; the job is held (priority 0).
+    "BurstBufferOperation": "a burst buffer operation of the job failed; check its burst buffer request",
+    # reservation.c: the reservation the job asked for was deleted; the job is held (priority 0).
+    "ReservationDeleted": "the reservation it asked for was deleted; submit it without it, or to another one",
+}
+
+
+def final_pending_fix(state: JobStateInfo, reason: str | None) -> str | None:
+    """The fix, when a job is PENDING for a reason only an administrator or the user can clear."""
+    if state.state is not JobState.PENDING or not reason:
+        return None
+    return FINAL_PENDING_REASONS.get(reason)

@@ -1,6 +1,10 @@
 """Following one job across polls, the same way for the sync loop, the sensor and the trigger.
 
-It logs each change of state once, treats a job found in neither the live queue nor the history as
+It logs each change of state or pending reason once, follows a job that Slurm requeues (an admin's
+``scontrol requeue``, a preemption with ``PreemptMode=REQUEUE``, a ``NODE_FAIL`` with requeue on) to
+the end of its last run under the same id, counting and logging each requeue once, gives up on a job
+pending for a reason no wait can clear (:data:`~airflow_provider_slurmapi.slurm.states.FINAL_PENDING_REASONS`)
+or pending longer than ``pending_timeout``, treats a job found in neither the live queue nor the history as
 "not yet recorded" for a grace period (accounting records reach slurmdbd a little after the job
 leaves the queue), rides out an outage of the API (the job runs on while nobody can see it) for a
 budget much longer than one call's retries, and says when the job is over.
@@ -13,12 +17,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from airflow_provider_slurmapi.slurm.errors import JobNotFoundError, SlurmApiError
 from airflow_provider_slurmapi.slurm.job import SlurmJob, describe_transition
 from airflow_provider_slurmapi.slurm.retry import is_transient
+from airflow_provider_slurmapi.slurm.states import JobState, final_pending_fix
+
+# Flags with which Slurm sends a job back to PENDING to run again under the same id.
+_REQUEUE_FLAGS = frozenset({"REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT"})
 
 DEFAULT_MISSING_GRACE_SECONDS = 120.0
 # How long a watch waits through an API outage (only transient errors) before it fails.
@@ -43,6 +51,33 @@ class WatchOutageError(SlurmApiError):
         self.job_id = job_id
 
 
+class JobNeverStartsError(SlurmApiError):
+    """The job is pending for a reason only an administrator or the user can clear: no retry helps."""
+
+    permanent = True
+
+    def __init__(self, job_id: int, reason: str, fix: str) -> None:
+        super().__init__(
+            f"Slurm job {job_id} can never start: it is PENDING ({reason}), which only an administrator or a "
+            f"change of the job can clear: {fix}. A retry cannot help; the job would wait in the queue for ever."
+        )
+        self.job_id = job_id
+        self.reason = reason
+
+
+class PendingTimeoutError(SlurmApiError):
+    """The job stayed pending longer than ``pending_timeout``: a retry (a new submission) may fare better."""
+
+    def __init__(self, job_id: int, waited: float, timeout: float, reason: str | None) -> None:
+        super().__init__(
+            f"Slurm job {job_id} was still PENDING ({reason or 'no reason given'}) after {waited:.0f}s "
+            f"(pending_timeout={timeout:.0f}s). Raise pending_timeout, or ask for fewer resources or "
+            "another partition; a retry submits the job again."
+        )
+        self.job_id = job_id
+        self.reason = reason
+
+
 @dataclass(frozen=True, slots=True)
 class WatchStep:
     """The outcome of one observation: what to log (if anything) and whether the job is over."""
@@ -54,6 +89,9 @@ class WatchStep:
     progress: str | None = None  # a new progress message of the job, already worded for the log
     # With ``array_fail_fast``: a task of the array failed, cancel the rest (said once per watch).
     cancel_array: bool = False
+    # The wait is over without the job's end: cancel the job, then raise this (a job that can never
+    # start, or pending beyond ``pending_timeout``).
+    give_up: SlurmApiError | None = None
 
     def log_to(self, logger: StepLogger, redact: Callable[[str], str] = str) -> None:
         """Log the step's message, if any, at its level, then the job's new progress message.
@@ -79,8 +117,17 @@ class JobWatch:
         clock: Callable[[], float] = time.monotonic,
         log_progress: bool = True,
         array_fail_fast: bool = False,
+        pending_timeout: float | None = None,
+        pending_since: float | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.job_id = job_id
+        self.pending_timeout = pending_timeout
+        self._wall_clock = wall_clock
+        # When the current pending spell began (wall clock: it crosses processes), if the job pends.
+        self._pending_since: float | None = pending_since
+        self._requeues = 0  # requeues seen by this watch
+        self._restarts: int | None = None  # Slurm's restart count, as last seen in the live queue
         self.array_fail_fast = array_fail_fast
         self._array_cancelled = False
         self.missing_grace_seconds = missing_grace_seconds
@@ -99,6 +146,19 @@ class JobWatch:
     @property
     def last(self) -> SlurmJob | None:
         return self._last
+
+    @property
+    def pending_deadline(self) -> float | None:
+        """When (wall clock) the current pending spell passes ``pending_timeout``; ``None`` if it cannot."""
+        pending = self._last is not None and self._last.state is JobState.PENDING
+        if self.pending_timeout is None or self._pending_since is None or not pending:
+            return None
+        return self._pending_since + self.pending_timeout
+
+    @property
+    def requeues(self) -> int:
+        """How many times the job was requeued: Slurm's restart count, or the requeues seen if more."""
+        return max(self._requeues, self._restarts or 0)
 
     def observe(self, job: SlurmJob | None) -> WatchStep:
         """Record one poll's answer; raise :class:`JobNotFoundError` once the grace period is over."""
@@ -124,6 +184,9 @@ class JobWatch:
                     f"looking again for up to {self.missing_grace_seconds:.0f}s.",
                 )
             return WatchStep(job=None, message=message, finished=False)
+        if self._earlier_run(job):
+            # The history's newest record may still be of an earlier run: the last one is not recorded yet.
+            return self.observe(None)
         self._missing_since = None
         if job.array is not None and self._last is not None and self._last.array is not None:
             # Finished tasks leave the live queue one by one: the watch remembers how they ended.
@@ -132,17 +195,83 @@ class JobWatch:
         if message and not self._logged_paths and (job.stdout or job.stderr):
             self._logged_paths = True
             message += f"; stdout: {job.stdout or '-'}, stderr: {job.stderr or job.stdout or '-'}"
+        requeued = self._requeued(self._last, job)
+        if job.is_finished and self.requeues > (job.restart_count or 0):
+            job = replace(job, restart_count=self.requeues)  # the requeues this watch saw, for the XCom
         self._last = job
         cancel = self._fail_fast(job)
         if cancel:
             message = _join(message, cancel)
+        give_up = self._give_up(job, requeued)
         return WatchStep(
             job=job,
-            message=_join(recovered, message),
+            message=_join(_join(recovered, requeued), message),
             finished=job.is_finished,
             progress=self._new_progress(job),
             cancel_array=cancel is not None,
+            give_up=give_up,
+            warning=give_up is not None,
         )
+
+    def _earlier_run(self, job: SlurmJob) -> bool:
+        """A history record of a run before the one the live queue last showed (fewer restarts)."""
+        return (
+            job.source == "history"
+            and self._restarts is not None
+            and job.restart_count is not None
+            and job.restart_count < self._restarts
+        )
+
+    def _requeued(self, previous: SlurmJob | None, job: SlurmJob) -> str | None:
+        """The log line of a requeue, once per requeue.
+
+        Slurm's restart count decides when the live queue gives it (it grows by one a requeue, even
+        when the pending spell fell between two polls); else the job going back to PENDING does (a
+        requeue flag appearing, or RUNNING straight to PENDING).
+        """
+        restarts = job.restart_count if job.source == "live" else None
+        known = self._restarts
+        if restarts is not None:
+            self._restarts = max(restarts, known or 0)
+        if previous is None:
+            if restarts and known is None:  # requeued before this watch first saw it (e.g. right after submit)
+                return (
+                    f"Slurm job {job.job_id} has been requeued {restarts} time(s) (restart count {restarts}); "
+                    "waiting for its run under the same id."
+                )
+            return None
+        if restarts is not None and known is not None:
+            new = restarts > known
+        else:
+            was_requeued = bool(_REQUEUE_FLAGS & set(previous.state_info.flags))
+            now_requeued = bool(_REQUEUE_FLAGS & set(job.state_info.flags))
+            back_to_pending = previous.state is JobState.RUNNING and job.state is JobState.PENDING
+            new = not was_requeued and (now_requeued or back_to_pending)
+        if not new:
+            return None
+        self._requeues += 1
+        reason = job.reason or "no reason given"
+        return (
+            f"Slurm job {job.job_id} was requeued: {job.state_info} ({reason}), restart count "
+            f"{restarts if restarts is not None else '?'}, requeue {self.requeues} seen by this task; "
+            "waiting for its next run under the same id."
+        )
+
+    def _give_up(self, job: SlurmJob, requeued: str | None) -> SlurmApiError | None:
+        """A job that can never start, or pending beyond ``pending_timeout``: the error to raise (once cancelled)."""
+        if job.state is not JobState.PENDING or job.array is not None:
+            self._pending_since = None
+            return None
+        fix = final_pending_fix(job.state_info, job.reason)
+        if fix is not None:
+            return JobNeverStartsError(job.job_id, job.reason or "", fix)
+        now = self._wall_clock()
+        if self._pending_since is None or requeued:
+            self._pending_since = now  # a new pending spell: the first seen, or after a requeue
+        waited = now - self._pending_since
+        if self.pending_timeout is not None and waited > self.pending_timeout:
+            return PendingTimeoutError(job.job_id, waited, self.pending_timeout, job.reason)
+        return None
 
     def _fail_fast(self, job: SlurmJob) -> str | None:
         """With ``array_fail_fast``, at the first failed task of a running array: why its rest is cancelled."""
@@ -212,6 +341,9 @@ class JobWatch:
             "logged_paths": self._logged_paths,
             "last_progress": self._last_progress,
             "array_cancelled": self._array_cancelled,
+            "pending_since": self._pending_since,
+            "requeues": self._requeues,
+            "restarts": self._restarts,
         }
 
     @classmethod
@@ -225,6 +357,7 @@ class JobWatch:
         clock: Callable[[], float] = time.monotonic,
         log_progress: bool = True,
         array_fail_fast: bool = False,
+        pending_timeout: float | None = None,
     ) -> JobWatch:
         """A watch that goes on from ``saved``; a fresh one if ``saved`` is missing, of another job or unreadable."""
 
@@ -236,6 +369,7 @@ class JobWatch:
                 clock=clock,
                 log_progress=log_progress,
                 array_fail_fast=array_fail_fast,
+                pending_timeout=pending_timeout,
             )
 
         watch = fresh()
@@ -259,6 +393,11 @@ class JobWatch:
             last_progress = saved.get("last_progress")
             watch._last_progress = last_progress if isinstance(last_progress, str) else None
             watch._array_cancelled = saved.get("array_cancelled") is True
+            pending_since = saved.get("pending_since")
+            watch._pending_since = None if pending_since is None else float(pending_since)
+            watch._requeues = int(saved.get("requeues") or 0)
+            restarts = saved.get("restarts")
+            watch._restarts = None if restarts is None else int(restarts)
         except (KeyError, TypeError, ValueError, SlurmApiError):
             return fresh()
         return watch
@@ -271,7 +410,9 @@ def _join(first: str | None, second: str | None) -> str | None:
 __all__ = [
     "DEFAULT_MISSING_GRACE_SECONDS",
     "DEFAULT_OUTAGE_TOLERANCE_SECONDS",
+    "JobNeverStartsError",
     "JobWatch",
+    "PendingTimeoutError",
     "WatchOutageError",
     "WatchStep",
 ]

@@ -14,6 +14,13 @@ cluster, endpoint, API version, impersonation chain) subscribes to one :class:`C
 - follows a job array from the same ``jobs/state`` answer (one entry per task, ``"<job id>_<task id>"``),
   whatever its number of tasks: its details are read only once its tasks in the answer are all over
   (for their reasons and exit codes), or when a task appears that several watched arrays could own;
+- re-reads pending jobs whose trigger asked for it, each at most every ``PENDING_REREAD_SECONDS`` and at
+  most ``MAX_PENDING_READS`` a round, the least recently read first (so a round in which nothing changed
+  still costs one call): ``jobs/state`` has no reason, and a reason that changes while the state stays
+  PENDING (``Dependency`` to ``DependencyNeverSatisfied``) decides whether the job can ever start;
+- reads the jobs that nobody in this process has seen yet (a triggerer restart with hundreds of
+  deferred tasks) with one ``GET /slurm/{v}/jobs/`` when there are more than ``MAX_FIRST_READS_ONE_BY_ONE``
+  of them, instead of one ``job/{id}`` call each;
 - reads the progress messages (the ``extra`` field) only of running jobs whose trigger asked for them,
   at most ``MAX_PROGRESS_READS`` of them a round, the least recently read first, so a round never
   costs more than that many extra calls however many jobs report progress;
@@ -49,6 +56,13 @@ MAX_CONCURRENT_CALLS = 8
 # Progress reads a round at the most, whatever the number of jobs reporting progress: with more jobs,
 # each one's progress is read every few rounds, the least recently read first.
 MAX_PROGRESS_READS = 8
+# Pending jobs re-read a round at the most (for a change of their reason), the least recently read first,
+# each at most once in this many seconds.
+MAX_PENDING_READS = 8
+PENDING_REREAD_SECONDS = 120.0
+# Above this many jobs seen for the first time in one round (a triggerer restart), their details come
+# from one jobs/ list instead of one job/{id} call each.
+MAX_FIRST_READS_ONE_BY_ONE = MAX_CONCURRENT_CALLS
 # Cancels of killed tasks run this many at once (a hundred tasks marked failed together).
 MAX_CONCURRENT_CANCELS = 32
 # How long a cancel may take, retries included, before it is logged as not confirmed.
@@ -64,12 +78,19 @@ class Subscription:
     """
 
     def __init__(
-        self, job_id: int, poll_interval: float, seen: SlurmJob | None = None, *, progress: bool = False
+        self,
+        job_id: int,
+        poll_interval: float,
+        seen: SlurmJob | None = None,
+        *,
+        progress: bool = False,
+        pending: bool = False,
     ) -> None:
         self.job_id = job_id
         self.poll_interval = poll_interval
         self.seen = seen
         self.progress = progress
+        self.pending = pending
         self._event = asyncio.Event()
         self._job: SlurmJob | None = None
         self._error: BaseException | None = None
@@ -107,6 +128,8 @@ class ClusterPoller:
         self.polls = 0
         self.progress_reads = 0
         self._progress_read_in: dict[int, int] = {}  # job id -> the round its progress was last read in
+        self._pending_read_at: dict[int, float] = {}  # job id -> when (loop time) its record was last read
+        self.first_reads_batched = 0  # rounds whose first reads came from one jobs/ list
         self._task_entries: list[tuple[int, int, JobStateInfo]] = []  # array tasks of this round's answer
         self._task_owner: dict[int, int] = {}  # a started array task's own job id -> its array's id
 
@@ -130,6 +153,7 @@ class ClusterPoller:
                 del self._subscriptions[subscription.job_id]
                 self._known.pop(subscription.job_id, None)
                 self._progress_read_in.pop(subscription.job_id, None)
+                self._pending_read_at.pop(subscription.job_id, None)
         return self.idle
 
     @property
@@ -210,6 +234,7 @@ class ClusterPoller:
         changed = [j for j, state in live.items() if isinstance(state, JobStateInfo) and self._needs_details(j, state)]
         details = await self._details(list(dict.fromkeys([*changed, *arrays])))
         details.update(await self._progress(live, details))
+        details.update(await self._pending(live, details))
         missing = [j for j in ids if j not in live]
         history = await self._gather(self.hook.get_history_job, missing)
         for job_id in ids:
@@ -299,6 +324,31 @@ class ClusterPoller:
         # failed, is read again next round; it is neither reported missing nor failed for it.
         return {job_id: job for job_id, job in (await self._details(wanted)).items() if isinstance(job, SlurmJob)}
 
+    async def _pending(
+        self, live: dict[int, JobStateInfo | SlurmJob], fetched: Mapping[int, object]
+    ) -> dict[int, SlurmJob]:
+        """Fresh records of pending jobs whose triggers follow the pending reason: each at most every
+        ``PENDING_REREAD_SECONDS``, at most ``MAX_PENDING_READS`` a round, those read least recently first."""
+        now = asyncio.get_running_loop().time()
+        for job_id in fetched:
+            self._pending_read_at[job_id] = now
+        wanted = [
+            job_id
+            for job_id, state in live.items()
+            if isinstance(state, JobStateInfo)
+            and state.state is JobState.PENDING
+            and job_id not in fetched
+            and now - self._pending_read_at.setdefault(job_id, now) >= PENDING_REREAD_SECONDS
+            and any(sub.pending for sub in self._subscriptions.get(job_id, ()))
+        ]
+        if not wanted:
+            return {}
+        wanted = sorted(wanted, key=lambda job_id: self._pending_read_at[job_id])[:MAX_PENDING_READS]
+        for job_id in wanted:
+            self._pending_read_at[job_id] = now
+        # Like progress: a failed read or a job gone between the two calls is read again next round.
+        return {job_id: job for job_id, job in (await self._details(wanted)).items() if isinstance(job, SlurmJob)}
+
     def _needs_details(self, job_id: int, state: JobStateInfo) -> bool:
         """Details on a change of state from what is known (the subscriber's ``seen`` at first), and
         at first sight of a job nobody has seen: the first line names reason and node."""
@@ -308,10 +358,22 @@ class ClusterPoller:
     async def _details(self, job_ids: Sequence[int]) -> dict[int, SlurmJob | SlurmApiError | None]:
         """Full records of the jobs whose state changed: one ``job/{id}`` call each, a bounded batch at a time.
 
-        Never the whole queue, however many changed at once: a ``jobs/`` answer grows with every job of
-        the cluster (most of them other users'), these with the changes only.
+        Not the whole queue for changes: a ``jobs/`` answer grows with every job of the cluster (most of
+        them other users'), these with the changes only. Except for the jobs nobody in this process has
+        seen yet, when there are more than ``MAX_FIRST_READS_ONE_BY_ONE`` of them (a triggerer restarted
+        with many deferred tasks whose operators left no view of their job): one ``jobs/`` call reads
+        them all, instead of a call each.
         """
-        return await self._gather(self.hook.get_job, job_ids)
+        first = [job_id for job_id in job_ids if job_id not in self._known]
+        batched: dict[int, SlurmJob | SlurmApiError | None] = {}
+        if len(first) > MAX_FIRST_READS_ONE_BY_ONE:
+            try:
+                batched = dict(await self.hook.get_live_jobs(first))
+                self.first_reads_batched += 1
+            except SlurmApiError as exc:  # read them one by one, as any other round would
+                log.warning("Reading %d jobs in one jobs/ call failed (%s); reading them one by one.", len(first), exc)
+        rest = [job_id for job_id in job_ids if job_id not in batched]
+        return {**batched, **(await self._gather(self.hook.get_job, rest))}
 
     async def _gather(
         self, fetch: Callable[[int], Awaitable[SlurmJob | None]], job_ids: Sequence[int]
@@ -397,15 +459,22 @@ async def cancel_later_copies(key: ClusterRef, tag: str, keep_job_id: int, logge
 
 @contextlib.asynccontextmanager
 async def subscribe(
-    key: ClusterRef, job_id: int, poll_interval: float, seen: SlurmJob | None = None, *, progress: bool = False
+    key: ClusterRef,
+    job_id: int,
+    poll_interval: float,
+    seen: SlurmJob | None = None,
+    *,
+    progress: bool = False,
+    pending: bool = False,
 ) -> AsyncIterator[Subscription]:
     """Watch ``job_id`` through the shared poller of ``key``; leaving the block unsubscribes.
 
     ``progress``: also read the job's progress messages while it runs (bounded detail reads a round).
+    ``pending``: also re-read the job while it pends, for a change of its reason (bounded likewise).
     """
     pollers = pollers_of_this_loop()
     poller = _poller_for(key)
-    subscription = Subscription(job_id, poll_interval, seen, progress=progress)
+    subscription = Subscription(job_id, poll_interval, seen, progress=progress, pending=pending)
     poller.add(subscription)
     try:
         yield subscription

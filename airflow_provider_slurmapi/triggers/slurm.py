@@ -63,6 +63,11 @@ class SlurmJobTrigger(BaseTrigger):
     :param cancel_copies_of: set only when the submit was resent: the task's tag. While the job is
         watched, the caller's newer jobs carrying it (an earlier send the front end carried out late)
         are cancelled. One read of the live queue a poll interval, on this rare path only.
+    :param pending_timeout: seconds a job may stay pending (each spell: after submission, after each
+        requeue) before the trigger cancels it and reports an ``error`` a retry may fix. ``None``: no limit.
+    :param pending_since: when the first pending spell began (seconds since the epoch, the submission).
+    A job pending for a reason no wait can clear (``FINAL_PENDING_REASONS``) is cancelled (with
+    ``cancel_on_kill``) and reported as a permanent ``error``.
     """
 
     def __init__(
@@ -83,6 +88,8 @@ class SlurmJobTrigger(BaseTrigger):
         last_seen: Mapping[str, Any] | None = None,
         log_progress: bool = False,
         array_fail_fast: bool = False,
+        pending_timeout: float | None = None,
+        pending_since: float | None = None,
         *,
         cluster: ClusterRef | None = None,
         cancel_copies_of: str | None = None,
@@ -109,6 +116,8 @@ class SlurmJobTrigger(BaseTrigger):
         self.log_progress = bool(log_progress)
         self.array_fail_fast = bool(array_fail_fast)
         self.cancel_copies_of = str(cancel_copies_of) if cancel_copies_of else None
+        self.pending_timeout = None if pending_timeout is None else float(pending_timeout)
+        self.pending_since = None if pending_since is None else float(pending_since)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """The documented arguments, under the keys every release stored: a deferred task resumes after an upgrade."""
@@ -127,6 +136,9 @@ class SlurmJobTrigger(BaseTrigger):
                 "array_fail_fast": self.array_fail_fast,
                 # Only when set: a trigger stored by a release without it still resumes.
                 **({"cancel_copies_of": self.cancel_copies_of} if self.cancel_copies_of else {}),
+                # Only when set: a trigger without them serializes as the releases before them did.
+                **({"pending_timeout": self.pending_timeout} if self.pending_timeout is not None else {}),
+                **({"pending_since": self.pending_since} if self.pending_since is not None else {}),
             },
         )
 
@@ -158,22 +170,26 @@ class SlurmJobTrigger(BaseTrigger):
             outage_tolerance_seconds=self.outage_tolerance_seconds,
             log_progress=self.log_progress,
             array_fail_fast=self.array_fail_fast,
+            pending_timeout=self.pending_timeout,
+            pending_since=self.pending_since,
         )
         seen = SlurmJob.from_dict(self.last_seen) if self.last_seen else None
         if seen is not None:  # the operator logged this state already: the first line is the change from it
             watch.observe(seen)
         async with (
             subscribe(
-                self.poller_key, self.job_id, self.poll_interval, seen, progress=self.log_progress
+                self.poller_key, self.job_id, self.poll_interval, seen, progress=self.log_progress, pending=True
             ) as subscription,
             self._late_copies_cancelled(),
         ):
             while True:
                 try:
                     try:
-                        job = await self._next_before_deadline(subscription)
+                        job = await self._next_before_deadline(subscription, watch.pending_deadline)
                     except TimeoutError:
-                        return await self._deadline_event(watch.last)
+                        if self.deadline is not None and time.time() >= self.deadline:
+                            return await self._deadline_event(watch.last)
+                        step = watch.observe(watch.last)  # the pending timeout: judge the last view again
                     except SlurmApiError as exc:
                         step = watch.observe_error(exc)
                     else:
@@ -186,6 +202,16 @@ class SlurmJobTrigger(BaseTrigger):
                 step.log_to(self.log, redact_text)
                 if step.cancel_array:
                     await self._cancel_job("array_fail_fast: a task of the array failed")
+                if step.give_up is not None:
+                    if self.cancel_on_kill:
+                        await self._cancel_job(str(step.give_up))
+                    error = JobErrorEvent(
+                        status="error",
+                        job_id=self.job_id,
+                        message=str(step.give_up),
+                        permanent=is_permanent(step.give_up),
+                    )
+                    return TriggerEvent(error)
                 if step.finished and step.job is not None:
                     job = step.job
                     finished = JobFinishedEvent(
@@ -220,11 +246,14 @@ class SlurmJobTrigger(BaseTrigger):
         if await self.safe_to_cancel():
             await self._cancel_job("the deferred task was killed")
 
-    async def _next_before_deadline(self, subscription: Subscription) -> SlurmJob | None:
-        """The next observation; ``TimeoutError`` once the deadline has passed."""
-        if self.deadline is None:
+    async def _next_before_deadline(
+        self, subscription: Subscription, pending_deadline: float | None = None
+    ) -> SlurmJob | None:
+        """The next observation; ``TimeoutError`` once the deadline (or the pending deadline) has passed."""
+        deadlines = [d for d in (self.deadline, pending_deadline) if d is not None]
+        if not deadlines:
             return await subscription.next()
-        async with asyncio.timeout_at(asyncio.get_running_loop().time() + self.deadline - time.time()):
+        async with asyncio.timeout_at(asyncio.get_running_loop().time() + min(deadlines) - time.time()):
             return await subscription.next()
 
     async def _deadline_event(self, last: SlurmJob | None) -> TriggerEvent:
