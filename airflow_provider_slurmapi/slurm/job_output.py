@@ -18,7 +18,7 @@ supervisor (:mod:`~airflow_provider_slurmapi.slurm.job_supervisor`, run by the n
   when both go to one file) into ``extra``, at most 1,024 bytes, with control sequences stripped and
   the values of the job's sensitive environment variables redacted.
 
-Where the node has no ``python3``, the batch shell ``exec``s the script (from a checked copy) and
+Where the node has no ``python3``, the batch shell runs the script with ``exec`` (from a checked copy) and
 nothing is reported. See ``docs/job-output.md``.
 
 :func:`read_extra` splits what a job record's ``extra`` says into that output and a progress message,
@@ -170,7 +170,7 @@ def wrap_script(script: str, redaction: Redaction | None = None) -> str:
     """The batch script that runs ``script`` unchanged under the supervisor and reports its last output.
 
     Layout: ``#!/bin/sh``, the script's ``#SBATCH`` lines (copied as they are), the shell part (which
-    ``exec``s python3 on the supervisor, or the script itself where there is no python3), the
+    hands over, with ``exec``, to python3 on the supervisor, or to the script itself where there is no python3), the
     supervisor's source, and last the script, byte for byte. The supervisor finds itself and the
     script by byte offsets and checks the script's SHA-256.
     """
