@@ -218,6 +218,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SPEC",
         help="arm a fault at start (repeatable); grammar below",
     )
+    s.add_argument(
+        "--slurm-release",
+        metavar="R",
+        help="the Slurm release to act as, e.g. 24.11 or 26.05: the API versions it serves and the release "
+        "in each answer's meta (default: every version v0.0.40-v0.0.45, as 24.11.5)",
+    )
     gw = p.add_argument_group("gateway mode (forward to a real slurmrestd)")
     gw.add_argument("--slurmrestd", metavar="URL", help="e.g. http://127.0.0.1:6820")
     gw.add_argument("--slurm-token-file", metavar="F", help="file holding the Slurm JWT (read on every call)")

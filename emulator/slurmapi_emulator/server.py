@@ -233,7 +233,7 @@ class EmulatorServer:
                 minute_seconds=cfg.minute_seconds,
                 kill_wait=cfg.kill_wait,
             )
-            self.backend = SlurmModelApi(self.cluster)
+            self.backend = SlurmModelApi(self.cluster, slurm_release=cfg.slurm_release)
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._guard])
         app.router.add_post(_ENVELOPE_ROUTE, self.handle_envelope)
         app.router.add_post("/token", self.handle_token)
