@@ -20,8 +20,15 @@ import requests
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_SCRIPT = REPO / "scripts" / "slurm-lab"
-LAB_CHROOT_TMP = Path(os.environ.get("SLURM_LAB_DIR", "/var/tmp/slurmapi-lab")) / "chroot" / "tmp"
+# The Slurm release of the lab (scripts/slurm-lab's SLURM_LAB_SLURM) and its default directory.
+SLURM_RELEASE = os.environ.get("SLURM_LAB_SLURM", "24.11")
+_DEFAULT_LAB_DIR = "/var/tmp/slurmapi-lab" if SLURM_RELEASE == "24.11" else f"/var/tmp/slurmapi-lab-{SLURM_RELEASE}"
+LAB_CHROOT_TMP = Path(os.environ.get("SLURM_LAB_DIR", _DEFAULT_LAB_DIR)) / "chroot" / "tmp"
+# The version of the suite's own raw calls: every release from 24.11 to 26.05 serves v0.0.42.
 V = "v0.0.42"
+# The version the provider speaks in the scenarios (SLURM_LIVE_API_VERSION: "auto" or v0.0.NN);
+# `make test-slurm-26` runs the 26.05 part once per version.
+API_VERSION = os.environ.get("SLURM_LIVE_API_VERSION", "v0.0.42")
 FINISHED = {
     "COMPLETED",
     "CANCELLED",
