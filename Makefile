@@ -35,7 +35,7 @@ AIRFLOW_2 ?= "apache-airflow==2.11.*" apache-airflow-providers-google
 COMPILE  := uv pip compile --quiet --python-version 3.11 --python-platform x86_64-unknown-linux-gnu \
 	--custom-compile-command "make lock" --no-emit-package slurmapi-emulator --extra test $(LOCK_FLAGS) pyproject.toml
 
-.PHONY: demo test test-fast test-slurm test-airflow2 test-deployment test-deployment-airflow2 test-deployment-airflow3x deployment-deps lint bench slurm-lab-up slurm-lab-down clean install lock
+.PHONY: demo test test-fast test-slurm test-slurm-26 test-airflow2 test-deployment test-deployment-airflow2 test-deployment-airflow3x deployment-deps lint bench slurm-lab-up slurm-lab-down clean install lock
 
 $(VENV)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK)
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
@@ -76,6 +76,7 @@ demo: install
 test: install lint slurm-lab-up
 	$(PY) -m pytest -q -p no:cacheprovider $(XDIST) $(COV) -m "not slurm and not deployment"
 	@eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider -m "slurm and not deployment"
+	$(MAKE) test-slurm-26
 	$(MAKE) test-deployment
 	$(MAKE) -j2 --output-sync=target test-deployment-airflow3x test-airflow2
 	$(MAKE) test-deployment-airflow2
@@ -112,6 +113,14 @@ test-fast: install
 ## Only the real-Slurm suite.
 test-slurm: install slurm-lab-up
 	@eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -m slurm -p no:cacheprovider
+
+## Real Slurm 26.05 in its own lab (beside 24.11, own ports): the part of the live suite that differs
+## by API version, with every version 26.05 serves (v0.0.42-45) and with "auto" (tests/README.md).
+SLURM26_TESTS ?= tests/live_slurm/test_versions_envelopes.py tests/live_slurm/test_outcomes.py
+test-slurm-26: install
+	SLURM_LAB_SLURM=26.05 scripts/slurm-lab up
+	@export SLURM_LAB_SLURM=26.05 SLURM_LIVE_API_VERSION=auto && eval "$$(scripts/slurm-lab env)" && \
+		$(PY) -m pytest -q -p no:cacheprovider -m slurm $(SLURM26_TESTS)
 
 # The shell scripts shellcheck reads (the pre-commit hook picks the same by their shebang).
 SHELL_SCRIPTS ?= scripts/slurm-lab .ci/run $(wildcard scripts/*.sh .ci/*.sh)
