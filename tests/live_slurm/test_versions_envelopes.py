@@ -23,6 +23,7 @@ pytestmark = pytest.mark.slurm
 # Every version the lab's release serves, oldest first (24.11: v0.0.40-42; 26.05: v0.0.42-45).
 LAB_VERSIONS = [row.name for row in reversed(served_by(SLURM_RELEASE))]
 # The versions older than v0.0.42 the lab serves (none on 26.05).
+UNKNOWN_JOB_ID = 60000000
 OLD_VERSIONS = [v for v in LAB_VERSIONS if traits(v).history_time_filter == "relative"]
 
 
@@ -133,7 +134,7 @@ def test_auto_negotiates_the_newest_version_the_real_slurm_serves(
     monkeypatch.setattr(client_core, "_NEGOTIATED", {})  # a fresh process, as far as negotiation goes
     gateway.reset_calls()
     hook = make_hook(gateway, NEGOTIATE)
-    assert hook.get_job(4_000_000_000) is None
+    assert hook.get_job(UNKNOWN_JOB_ID) is None
     newest = LAB_VERSIONS[-1]
     pings = [c["path"] for c in gateway.calls()["last"] if (c["path"] or "").endswith("/ping")]
     assert pings == (
@@ -152,7 +153,7 @@ def test_a_version_the_real_slurm_deprecates_is_said_once(
     caplog.set_level(logging.INFO)
     hook = make_hook(gateway, "v0.0.42")
     for _ in range(3):
-        assert hook.get_job(4_000_000_000) is None
+        assert hook.get_job(UNKNOWN_JOB_ID) is None
     text = caplog.text + "".join(capfd.readouterr())
     expected = 1 if traits("v0.0.42").deprecated_in == SLURM_RELEASE else 0
     assert text.count("v0.0.42 is deprecated in Slurm") == expected, text[-2000:]
