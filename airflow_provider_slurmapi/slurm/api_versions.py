@@ -52,6 +52,8 @@ class ApiVersionTraits:
     """State EXPEDITING and flag EXPEDITED_REQUEUE (Slurm 25.11 and later) can appear."""
     has_requeue_endpoint: bool
     """``POST /slurm/{v}/job/{id}/requeue`` and ``/jobs/requeue`` exist."""
+    has_exclusive_topo: bool
+    """``shared: ["topo"]`` (``sbatch --exclusive=topo``) is known."""
 
     @property
     def number(self) -> int:
@@ -73,6 +75,7 @@ API_VERSIONS: tuple[ApiVersionTraits, ...] = (
         cancel_answers_status=False,
         submit_answers_result=True,
         has_expediting=False,
+        has_exclusive_topo=False,
         has_requeue_endpoint=False,
     ),
     ApiVersionTraits(
@@ -88,6 +91,7 @@ API_VERSIONS: tuple[ApiVersionTraits, ...] = (
         cancel_answers_status=False,
         submit_answers_result=True,
         has_expediting=False,
+        has_exclusive_topo=True,
         has_requeue_endpoint=False,
     ),
     ApiVersionTraits(
@@ -103,6 +107,7 @@ API_VERSIONS: tuple[ApiVersionTraits, ...] = (
         cancel_answers_status=True,
         submit_answers_result=False,
         has_expediting=False,
+        has_exclusive_topo=True,
         has_requeue_endpoint=False,
     ),
     ApiVersionTraits(
@@ -118,6 +123,7 @@ API_VERSIONS: tuple[ApiVersionTraits, ...] = (
         cancel_answers_status=True,
         submit_answers_result=False,
         has_expediting=False,
+        has_exclusive_topo=True,
         has_requeue_endpoint=False,
     ),
     ApiVersionTraits(
@@ -133,6 +139,7 @@ API_VERSIONS: tuple[ApiVersionTraits, ...] = (
         cancel_answers_status=True,
         submit_answers_result=False,
         has_expediting=True,
+        has_exclusive_topo=True,
         has_requeue_endpoint=False,
     ),
     ApiVersionTraits(
@@ -148,6 +155,7 @@ API_VERSIONS: tuple[ApiVersionTraits, ...] = (
         cancel_answers_status=True,
         submit_answers_result=False,
         has_expediting=True,
+        has_exclusive_topo=True,
         has_requeue_endpoint=True,
     ),
 )

@@ -224,9 +224,9 @@ def _adapt_live(rec: JsonDict, job: Job, version: str) -> JsonDict:
     if shape.old_live_shape:
         del rec["priority_by_partition"], rec["required_switches"]
         rec.update(exclusive=[], minimum_switches=0, oversubscribe=False, show_flags=["DETAIL", "LOCAL"])
-        if version == "v0.0.40" and rec["job_resources"] is None:  # real v0.0.40: {} for a job that never ran
+        if shape.flat_job_resources and rec["job_resources"] is None:  # real v0.0.40: {} for a job that never ran
             rec["job_resources"] = {}
-        elif version == "v0.0.40":  # the flat v0.0.40 job_res
+        elif shape.flat_job_resources:  # the flat v0.0.40 job_res
             rec["job_resources"] = {
                 "nodes": NODE_NAME,
                 "allocated_cores": job.cpus,
@@ -439,21 +439,12 @@ def history_job(job: Job, version: str, cluster: str, as_of: float) -> JsonDict:
         "wckey": {"wckey": "", "flags": []},
         "working_directory": job.cwd,
     }
-    if version == "v0.0.40":
-        for key in (
-            "qosreq",
-            "restart_cnt",
-            "stderr",
-            "stderr_expanded",
-            "stdin",
-            "stdin_expanded",
-            "stdout",
-            "stdout_expanded",
-        ):
-            del rec[key]
-    elif version == "v0.0.41":
-        del rec["qosreq"], rec["restart_cnt"]
     shape = wire(version)
+    if not shape.history_has_restart_cnt:
+        del rec["qosreq"], rec["restart_cnt"]
+    if not shape.history_has_output_paths:
+        for key in ("stderr", "stderr_expanded", "stdin", "stdin_expanded", "stdout", "stdout_expanded"):
+            del rec[key]
     if shape.has_segment_size:
         rec["segment_size"] = 0
     if shape.history_has_sluid:  # v0.0.45: the job's Slurm-unique id; steps drop pid for submit_line

@@ -43,6 +43,12 @@ class WireVersion:
     and spells ``job_resources.select_type`` as slurm.conf does: ``CR_CORE``)."""
     old_live_shape: bool
     """The v0.0.40/41 live record (``exclusive``, ``oversubscribe``, no ``priority_by_partition``)."""
+    flat_job_resources: bool
+    """v0.0.40's flat ``job_resources`` (``{}`` for a job that never ran)."""
+    history_has_restart_cnt: bool
+    """History records carry ``restart_cnt`` and ``qosreq``."""
+    history_has_output_paths: bool
+    """History records carry ``stdout``/``stderr``/``stdin`` (and their ``_expanded`` forms)."""
 
 
 VERSIONS: tuple[WireVersion, ...] = (
@@ -62,6 +68,9 @@ VERSIONS: tuple[WireVersion, ...] = (
         history_has_sluid=False,
         live_has_power=True,
         old_live_shape=True,
+        flat_job_resources=True,
+        history_has_restart_cnt=False,
+        history_has_output_paths=False,
     ),
     WireVersion(
         name="v0.0.41",
@@ -79,6 +88,9 @@ VERSIONS: tuple[WireVersion, ...] = (
         history_has_sluid=False,
         live_has_power=True,
         old_live_shape=True,
+        flat_job_resources=False,
+        history_has_restart_cnt=False,
+        history_has_output_paths=True,
     ),
     WireVersion(
         name="v0.0.42",
@@ -96,6 +108,9 @@ VERSIONS: tuple[WireVersion, ...] = (
         history_has_sluid=False,
         live_has_power=True,
         old_live_shape=False,
+        flat_job_resources=False,
+        history_has_restart_cnt=True,
+        history_has_output_paths=True,
     ),
     WireVersion(
         name="v0.0.43",
@@ -113,6 +128,9 @@ VERSIONS: tuple[WireVersion, ...] = (
         history_has_sluid=False,
         live_has_power=True,
         old_live_shape=False,
+        flat_job_resources=False,
+        history_has_restart_cnt=True,
+        history_has_output_paths=True,
     ),
     WireVersion(
         name="v0.0.44",
@@ -130,6 +148,9 @@ VERSIONS: tuple[WireVersion, ...] = (
         history_has_sluid=False,
         live_has_power=True,
         old_live_shape=False,
+        flat_job_resources=False,
+        history_has_restart_cnt=True,
+        history_has_output_paths=True,
     ),
     WireVersion(
         name="v0.0.45",
@@ -147,6 +168,9 @@ VERSIONS: tuple[WireVersion, ...] = (
         history_has_sluid=True,
         live_has_power=False,
         old_live_shape=False,
+        flat_job_resources=False,
+        history_has_restart_cnt=True,
+        history_has_output_paths=True,
     ),
 )
 
