@@ -29,6 +29,15 @@ V = "v0.0.42"
 # The version the provider speaks in the scenarios (SLURM_LIVE_API_VERSION: "auto" or v0.0.NN);
 # `make test-slurm-26` runs the 26.05 part once per version.
 API_VERSION = os.environ.get("SLURM_LIVE_API_VERSION", "v0.0.42")
+
+
+def provider_version() -> str:
+    """The version the provider's calls use: API_VERSION, or for "auto" the newest the lab's release serves."""
+    from airflow_provider_slurmapi.slurm.api_versions import NEGOTIATE, served_by
+
+    return served_by(SLURM_RELEASE)[0].name if API_VERSION == NEGOTIATE else API_VERSION
+
+
 FINISHED = {
     "COMPLETED",
     "CANCELLED",

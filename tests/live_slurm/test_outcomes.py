@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import load_dag
 from tests.live_slurm.conftest import make_hook, run_dag_capture
-from tests.live_slurm.lab import Lab, V
+from tests.live_slurm.lab import Lab, V, provider_version
 
 pytestmark = pytest.mark.slurm
 
@@ -85,7 +85,7 @@ def test_bad_partition_fails_with_slurms_reason_and_no_job(
 ) -> None:
     result = run_dag_capture(load_dag("slurm_scenarios.py", "bad_partition"), capfd)
     assert (result.state, result.tasks) == ("failed", {"job": "failed"})
-    assert "Slurm answered HTTP 500 to POST /slurm/v0.0.42/job/submit" in result.log
+    assert f"Slurm answered HTTP 500 to POST /slurm/{provider_version()}/job/submit" in result.log
     assert "2000 Invalid partition name specified (Batch job submission failed)" in result.log
     assert result.jobs(gateway) == []
     status, body = lab.call("GET", f"/slurm/{V}/jobs/")
