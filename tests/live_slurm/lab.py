@@ -31,6 +31,17 @@ V = "v0.0.42"
 API_VERSION = os.environ.get("SLURM_LIVE_API_VERSION", "v0.0.42")
 
 
+# The HTTP status of a submit slurmctld refuses (bad partition, no environment): 24.11 answers 500,
+# 26.05 answers 422, on every API version.
+SUBMIT_REFUSED_STATUS = 500 if SLURM_RELEASE == "24.11" else 422
+# Slurm's error for a submit without environment: 24.11 fails writing it, 26.05 checks it first.
+MISSING_ENVIRONMENT_ERROR = (
+    (2019, "I/O error writing script/environment to file")
+    if SLURM_RELEASE == "24.11"
+    else (2127, "Environment is missing in job")
+)
+
+
 def provider_version() -> str:
     """The version the provider's calls use: API_VERSION, or for "auto" the newest the lab's release serves."""
     from airflow_provider_slurmapi.slurm.api_versions import NEGOTIATE, served_by
