@@ -116,7 +116,8 @@ test-slurm: install slurm-lab-up
 
 ## Real Slurm 26.05 in its own lab (beside 24.11, own ports): the part of the live suite that differs
 ## by API version, with every version 26.05 serves (v0.0.42-45) and with "auto" (tests/README.md).
-SLURM26_TESTS ?= tests/live_slurm/test_versions_envelopes.py tests/live_slurm/test_outcomes.py
+SLURM26_TESTS ?= tests/live_slurm/test_versions_envelopes.py tests/live_slurm/test_outcomes.py \
+	tests/live_slurm/test_cancel.py tests/live_slurm/test_job_output.py
 test-slurm-26: install
 	SLURM_LAB_SLURM=26.05 scripts/slurm-lab up
 	@export SLURM_LAB_SLURM=26.05 SLURM_LIVE_API_VERSION=auto && eval "$$(scripts/slurm-lab env)" && \
