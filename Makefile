@@ -55,7 +55,7 @@ COMPILE  := uv pip compile --quiet --python-version 3.11 --python-platform x86_6
 UV_VENV   = @command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv; \
 	test -x $(1)/bin/python || uv venv --quiet --python 3.11 $(1) 2>/dev/null || uv venv --quiet $(1)
 
-.PHONY: demo test test-fast test-slurm test-airflow2 test-airflow2105 test-airflow31 test-deployment test-deployment-airflow2 \
+.PHONY: demo test test-fast test-slurm test-slurm-26 test-airflow2 test-airflow2105 test-airflow31 test-deployment test-deployment-airflow2 \
 	test-deployment-airflow2105 test-deployment-airflow3x deployment-deps lint bench slurm-lab-up slurm-lab-down \
 	clean install lock dist pins docs
 
@@ -142,6 +142,7 @@ test: install slurm-lab-up
 	$(call TIMED,lint,$(MAKE) --no-print-directory lint)
 	$(call TIMED,unit-emulator-dag-runs,$(PY) -m pytest -q -p no:cacheprovider $(XDIST) $(COV) -m "not slurm and not deployment")
 	$(call TIMED,slurm,eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider -m "slurm and not deployment")
+	$(call TIMED,slurm-26.05,$(MAKE) --no-print-directory test-slurm-26)
 	$(call TIMED,deployment-3.3,$(MAKE) --no-print-directory test-deployment)
 	$(call TIMED,deployment-3.2+airflow-2.11,$(MAKE) --no-print-directory -j2 --output-sync=target test-deployment-airflow3x test-airflow2)
 	$(call TIMED,deployment-2.11+airflow-2.10.5,$(MAKE) --no-print-directory -j2 --output-sync=target test-deployment-airflow2 test-airflow2105)
@@ -205,6 +206,15 @@ test-fast: install
 ## Only the real-Slurm suite.
 test-slurm: install slurm-lab-up
 	@eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -m slurm -p no:cacheprovider
+
+## Real Slurm 26.05 in its own lab (beside 24.11, own ports): the part of the live suite that differs
+## by API version, with every version 26.05 serves (v0.0.42-45) and with "auto" (tests/README.md).
+SLURM26_TESTS ?= tests/live_slurm/test_versions_envelopes.py tests/live_slurm/test_outcomes.py \
+	tests/live_slurm/test_cancel.py tests/live_slurm/test_job_output.py
+test-slurm-26: install
+	SLURM_LAB_SLURM=26.05 scripts/slurm-lab up
+	@export SLURM_LAB_SLURM=26.05 SLURM_LIVE_API_VERSION=auto && eval "$$(scripts/slurm-lab env)" && \
+		$(PY) -m pytest -q -p no:cacheprovider -m slurm $(SLURM26_TESTS)
 
 # The shell scripts shellcheck reads (the pre-commit hook picks the same by their shebang).
 SHELL_SCRIPTS ?= scripts/slurm-lab .ci/run $(wildcard scripts/*.sh .ci/*.sh)

@@ -14,10 +14,10 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from airflow_provider_slurmapi._compat import AirflowFailException, conf
+from airflow_provider_slurmapi.slurm.api_versions import check_api_version
 from airflow_provider_slurmapi.slurm.cluster import check_job_id
 from airflow_provider_slurmapi.slurm.cluster_ref import CLUSTER_ARG_NAMES, ClusterArgs, ClusterRef, cluster_ref
 from airflow_provider_slurmapi.slurm.errors import is_permanent
-from airflow_provider_slurmapi.slurm.versions import check_api_version
 
 if TYPE_CHECKING:
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook

@@ -80,7 +80,8 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
     :param cluster_id: the training cluster's id.
     :param project_id: the cluster's project; default: the connection's project.
     :param gcp_conn_id: an Airflow Google Cloud connection.
-    :param api_version: the Slurm REST version to speak (``v0.0.40`` to ``v0.0.44``).
+    :param api_version: the Slurm REST version to speak (``v0.0.40`` to ``v0.0.45``); default ``"auto"``:
+        the newest version both this provider and the cluster speak, negotiated once per cluster and process.
     :param impersonation_chain: a service account (or chain) to impersonate.
     :param api_endpoint: overrides the endpoint (also connection extra ``api_endpoint``).
     :param cluster: all of the above in one :class:`~airflow_provider_slurmapi.slurm.cluster_ref.ClusterRef`
@@ -198,6 +199,7 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         Slurm's ``warnings[]`` are logged; ``errors[]`` are left to the caller
         (:meth:`SlurmResponse.raise_for_errors`).
         """
+        path = self._versioned(path)
         data = self._encode(method, path, body)
         # A POST may create something: it goes through the session that never re-sends on 401.
         session = self.submit_session if method == "POST" else None
@@ -207,6 +209,12 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
             return self._read_answer(status, content, method=method, path=path, cluster=self.cluster)
 
         return self._answered(self._retrying()(attempt) if self._retries(method, retry) else attempt())
+
+    def _versioned(self, path: str) -> str:
+        """``path`` in the API version of this hook, negotiated first if it is ``"auto"``."""
+        if self._needs_version(path):
+            self.api_version = self._run(self._negotiate_plan(self.cluster))
+        return self._resolved(path)
 
     def _run(self, plan: Plan[T]) -> T:
         """Carry out a read of the client core, one call at a time."""
@@ -351,7 +359,7 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
 
     def _send_submit(self, prepared: PreparedSubmission) -> SubmitResult:
         """One POST of ``job/submit``, through the session that never re-sends it."""
-        path = self.paths.submit()
+        path = self._versioned(self.paths.submit())
         status, content = self._post(self._encode("POST", path, prepared.payload), session=self.submit_session)
         if status == 401:
             raise _SubmitTokenRefused(
@@ -576,6 +584,7 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
         self._token_lock = asyncio.Lock()
         # Many coroutines (e.g. a hundred cancels at once) read the connection once, not once each.
         self._prepare_lock = asyncio.Lock()
+        self._version_lock = asyncio.Lock()
 
     def __repr__(self) -> str:
         return f"<SlurmApiAsyncHook {self.cluster_ref.region}/{self.cluster_ref.cluster_id}>"
@@ -647,8 +656,13 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
         Never for a POST: a request that may create something is not re-sent by the transport; the
         token is refreshed for the next call and the 401 goes to the caller.
         """
-        data = self._encode(method, path, body)
         cluster = await self._prepare()
+        if self._needs_version(path):
+            async with self._version_lock:
+                if self.api_version is None:
+                    self.api_version = await self._run(self._negotiate_plan(cluster))
+        path = self._resolved(path)
+        data = self._encode(method, path, body)
 
         async def attempt() -> SlurmResponse:
             status, content = await self._post(data)

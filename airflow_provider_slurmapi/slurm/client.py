@@ -14,6 +14,7 @@ transport (:class:`PlanRun`), so the sync and the async hook cannot drift apart.
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import Any, Generic, TypeVar
 
 import tenacity
 
+from airflow_provider_slurmapi.slurm.api_versions import NEGOTIATE, probe_order, served_by, traits
 from airflow_provider_slurmapi.slurm.array import complete_array
 from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
 from airflow_provider_slurmapi.slurm.envelope import HttpMethod, SlurmResponse, encode_request, parse_envelope
@@ -33,6 +35,7 @@ from airflow_provider_slurmapi.slurm.errors import (
     SlurmApiError,
     SlurmError,
     UnauthenticatedError,
+    UnsupportedApiVersionError,
 )
 from airflow_provider_slurmapi.slurm.job import SlurmJob
 from airflow_provider_slurmapi.slurm.results import (
@@ -50,7 +53,7 @@ from airflow_provider_slurmapi.slurm.results import (
 )
 from airflow_provider_slurmapi.slurm.retry import DEFAULT_RETRY_SECONDS, is_transient, retry_kwargs
 from airflow_provider_slurmapi.slurm.states import JobStateInfo
-from airflow_provider_slurmapi.slurm.versions import SlurmPaths
+from airflow_provider_slurmapi.slurm.versions import VERSION_PLACEHOLDER, SlurmPaths, ping_path, resolve_path
 
 T = TypeVar("T")
 
@@ -60,6 +63,10 @@ MAX_IDS_PER_CALL = 10_000
 SUBMIT_TAG_PREFIX = "slurmapi-submit="
 # Warnings Slurm gives for an empty answer: routine for look-ups, not worth a user's attention.
 _ROUTINE_WARNINGS = ("found nothing", "No job changes since", "Zero jobs to dump")
+# Warnings Slurm repeats in every answer (a deprecated API version): worth saying once per client.
+_REPEATED_WARNINGS = ("deprecat",)
+# The API version negotiated with each cluster (by its callSlurmRestApi URL), once per process.
+_NEGOTIATED: dict[str, str] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +126,7 @@ class SlurmClientBase:
     """
 
     paths: SlurmPaths
+    api_version: str | None
     timeout: float
     retry_seconds: float
     retry_initial_wait: float
@@ -127,12 +135,24 @@ class SlurmClientBase:
     _caller: str | None = None
 
     def _init_client(self, cluster: ClusterRef, *, timeout: float | None, retry_seconds: float | None) -> None:
+        # api_version "auto": paths carry a placeholder until the version is negotiated (resolve_path).
         self.paths = SlurmPaths(cluster.api_version)
+        self.api_version = None if cluster.api_version == NEGOTIATE else cluster.api_version
+        # Repeated warnings said once per client; the cluster's release checked against the version once.
+        self._warned: set[str] = set()
+        self._release_checked = False
         self.timeout = float(timeout or DEFAULT_TIMEOUT_SECONDS)
         self.retry_seconds = float(retry_seconds if retry_seconds is not None else DEFAULT_RETRY_SECONDS)
         self.retry_initial_wait = 1.0
         # Whether jobs/state answers here: learnt once per client (see _live_states_plan).
         self.state_endpoint = True
+
+    def _needs_version(self, path: str) -> bool:
+        """Whether ``path`` waits for the negotiated version (the hook negotiates, then resolves it)."""
+        return self.api_version is None and VERSION_PLACEHOLDER in path
+
+    def _resolved(self, path: str) -> str:
+        return resolve_path(path, self.api_version) if self.api_version else path
 
     @property
     def _logger(self) -> Any:
@@ -174,9 +194,14 @@ class SlurmClientBase:
         return response
 
     def _answered(self, response: SlurmResponse) -> SlurmResponse:
-        log_slurm_warnings(self._logger, response)
+        log_slurm_warnings(self._logger, response, self._warned)
         if self._caller is None:
             self._caller = caller_user(response)
+        if self.api_version is not None and not self._release_checked:
+            self._release_checked = True
+            notice = deprecation_notice(self.api_version, slurm_release(response))
+            if notice:
+                self._logger.warning("%s", notice)
         return response
 
     def _no_answer(self, cluster: ClusterRef, exc: BaseException) -> ApiConnectionError:
@@ -194,6 +219,53 @@ class SlurmClientBase:
         )
 
     # -- plans: what each read asks, once for both hooks ----------------------------------------------
+    def _negotiate_plan(self, cluster: ClusterRef) -> Plan[str]:
+        """The newest API version both this provider and the cluster speak, cached per process.
+
+        Pings (cheap: no job is read) in :func:`~airflow_provider_slurmapi.slurm.api_versions.probe_order`
+        until one answers; an unknown version answers 404 in plain text. The answer's
+        ``meta.slurm.release`` (e.g. 26.05.5) then names, through the version table, the newest version
+        that release serves. One call on a cluster that serves the newest version, two on older ones.
+        """
+        cached = _NEGOTIATED.get(cluster.url)
+        if cached is not None:
+            return cached
+        refused: list[str] = []
+        answered: str | None = None
+        release = ""
+        for row in probe_order():
+            if answered is not None and (row.number < traits(answered).number):
+                continue
+            try:
+                response: SlurmResponse = yield SlurmRequest("GET", ping_path(row.name), _as_is)
+                response.raise_for_errors()
+            except (SlurmError, InvalidArgumentError) as exc:
+                # 404: slurmrestd does not serve it; INVALID_ARGUMENT: an envelope that refuses the path.
+                if isinstance(exc, InvalidArgumentError) or exc.http_status == 404:
+                    refused.append(row.name)
+                    continue
+                raise
+            answered = row.name
+            release = slurm_release(response)
+            known = served_by(release.rsplit(".", 1)[0]) if release else ()
+            if known:
+                answered = known[0].name
+                break
+        if answered is None:
+            raise UnsupportedApiVersionError(
+                f"Cluster {cluster.cluster_id} serves none of the Slurm REST API versions this provider speaks "
+                f"(each of {', '.join(refused)} answered 404). Check the cluster's Slurm release: this provider "
+                "supports Slurm 24.11 to 26.05, or set api_version to a version the cluster serves."
+            )
+        _NEGOTIATED[cluster.url] = answered
+        self._logger.info(
+            "Slurm REST API version %s negotiated with cluster %s (Slurm %s): the newest both speak.",
+            answered,
+            cluster.cluster_id,
+            release or "release not given",
+        )
+        return answered
+
     def _live_job_plan(self, job_id: int) -> Plan[SlurmJob | None]:
         return one_call(SlurmRequest("GET", self.paths.job(job_id), read_live_job, reread=True))
 
@@ -337,13 +409,49 @@ class SlurmClientBase:
         return outcome
 
 
-def log_slurm_warnings(logger: Any, response: SlurmResponse) -> None:
-    """Slurm's ``warnings[]`` in the task log; the routine "nothing found" ones only at debug level."""
+def log_slurm_warnings(logger: Any, response: SlurmResponse, said: set[str] | None = None) -> None:
+    """Slurm's ``warnings[]`` in the task log; the routine "nothing found" ones only at debug level.
+
+    Those Slurm repeats in every answer (a deprecated API version) are logged once per ``said`` set.
+    """
     for warning in response.warning_messages():
+        if said is not None and any(text in warning.lower() for text in _REPEATED_WARNINGS):
+            if warning in said:
+                continue
+            said.add(warning)
         routine = any(text in warning for text in _ROUTINE_WARNINGS)
         (logger.debug if routine else logger.warning)(
             "Slurm warning (%s %s): %s", response.method, response.path, warning
         )
+
+
+def deprecation_notice(version: str, release: str) -> str | None:
+    """What to tell a user whose cluster (Slurm ``release``) deprecates ``version``, from the version table.
+
+    Slurm 26.05.5 deprecates v0.0.42 without saying so in its answers: the table knows.
+    """
+    row = traits(version)
+    if not release or row.deprecated_in is None or _release_key(release) < _release_key(row.deprecated_in):
+        return None
+    return (
+        f"Slurm REST API {row.name} is deprecated in Slurm {row.deprecated_in} (this cluster runs {release}) and "
+        f"removed in {row.removed_in}: leave api_version unset to negotiate the newest version both sides speak, "
+        "or set a newer one."
+    )
+
+
+def _release_key(release: str) -> tuple[int, ...]:
+    """``"26.05.5"`` -> ``(26, 5)``: feature releases compare as numbers."""
+    return tuple(int(part) for part in release.split(".")[:2])
+
+
+def slurm_release(response: SlurmResponse) -> str:
+    """``meta.slurm.release`` of an answer (``"26.05.5"``), or ``""``."""
+    body = response.body if isinstance(response.body, Mapping) else {}
+    meta = body.get("meta")
+    slurm = meta.get("slurm") if isinstance(meta, Mapping) else None
+    release = slurm.get("release") if isinstance(slurm, Mapping) else None
+    return release if isinstance(release, str) and re.fullmatch(r"\d+\.\d+\.\d+", release) else ""
 
 
 def _as_is(response: SlurmResponse) -> SlurmResponse:

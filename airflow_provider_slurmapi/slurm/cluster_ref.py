@@ -14,6 +14,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, TypedDict, Unpack
 from urllib.parse import urlsplit
 
+from airflow_provider_slurmapi.slurm.api_versions import NEGOTIATE, check_api_version
 from airflow_provider_slurmapi.slurm.cluster import (
     check_cluster_id,
     check_endpoint,
@@ -23,7 +24,6 @@ from airflow_provider_slurmapi.slurm.cluster import (
     default_host,
 )
 from airflow_provider_slurmapi.slurm.errors import ConfigurationError
-from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION, check_api_version
 
 DEFAULT_CONN_ID = "google_cloud_default"
 # The names under which operators, hooks and triggers take these values (and ``serialize()`` stores them).
@@ -65,7 +65,7 @@ class ClusterRef:
     cluster_id: str = ""
     _: KW_ONLY
     gcp_conn_id: str = DEFAULT_CONN_ID
-    api_version: str = DEFAULT_API_VERSION
+    api_version: str = NEGOTIATE
     impersonation_chain: tuple[str, ...] | None = None
     api_endpoint: str | None = None
     _url: str = field(default="", init=False, repr=False, compare=False)

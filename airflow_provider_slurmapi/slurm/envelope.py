@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from airflow_provider_slurmapi.slurm.api_versions import served_by_text
 from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
 from airflow_provider_slurmapi.slurm.errors import (
     ClusterNotFoundError,
@@ -98,8 +99,8 @@ class SlurmResponse:
             message = f"Slurm answered HTTP {self.status} to {self.method} {self.path}: {self.error_summary()}"
             if self.status == 404 and self.text and "Unable find requested URL" in self.text:
                 message += (
-                    ". The cluster does not serve this path: check api_version (Slurm 24.11 serves "
-                    "v0.0.40-v0.0.42, 25.05 up to v0.0.43)."
+                    ". The cluster does not serve this path: check api_version, or leave it unset to "
+                    f"negotiate ({served_by_text()})."
                 )
             raise SlurmError(message, http_status=self.status, path=self.path, errors=self.errors, text=self.text)
         return self

@@ -282,8 +282,9 @@ class SlurmJob:
             partition=fields.read("partition", _text),
             user=fields.read("user_name", _text),
             account=fields.read("account", _text),
-            stdout=fields.read("standard_output", _text),
-            stderr=fields.read("standard_error", _text),
+            # From v0.0.43 standard_output is the pattern (slurm-%j.out); the path is stdout_expanded.
+            stdout=fields.read("stdout_expanded", _text) or fields.read("standard_output", _text),
+            stderr=fields.read("stderr_expanded", _text) or fields.read("standard_error", _text),
             comment=fields.read("comment", _text),
             extra=fields.read("extra", _extra_text),
             array_job_id=_positive(raw.get("array_job_id")),

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_provider_slurmapi.slurm.api_versions import NEGOTIATE, traits
 from airflow_provider_slurmapi.slurm.errors import ConfigurationError
 from airflow_provider_slurmapi.slurm.slurm_time import SlurmTimeError, time_limit_field
 from airflow_provider_slurmapi.slurm.spec import add_environment
@@ -675,7 +676,7 @@ def _exclusive(directive: Directive, api_version: str | None) -> dict[str, Any]:
     value = (directive.value or "").strip().upper()
     if value not in _EXCLUSIVE:
         raise _bad(directive, f"{directive.value!r}: --exclusive takes no value, or user, mcs or topo")
-    if value == "TOPO" and api_version == "v0.0.40":
+    if value == "TOPO" and api_version not in (None, NEGOTIATE) and not traits(api_version).has_exclusive_topo:
         raise _bad(directive, "--exclusive=topo needs api_version v0.0.41 or later")
     return {"shared": [_EXCLUSIVE[value]]}
 

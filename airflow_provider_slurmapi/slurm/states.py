@@ -49,8 +49,10 @@ FINISHED_STATES = frozenset(
 
 # Flags that mean the job is still on its way (back) somewhere: a finished base state with one of
 # these is not over yet (COMPLETING: epilog still runs; REQUEUED...: the job goes back to PENDING).
+# EXPEDITING (Slurm 25.11+, API v0.0.44+): a job with the EXPEDITED_REQUEUE flag that failed is being
+# requeued at once.
 _NOT_OVER_FLAGS = frozenset(
-    {"COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT", "RESIZING", "STAGE_OUT"}
+    {"COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT", "RESIZING", "STAGE_OUT", "EXPEDITING"}
 )
 # Of those, the ones after which the job runs again (COMPLETING only means its epilog still runs).
 _RUNS_AGAIN_FLAGS = _NOT_OVER_FLAGS - {"COMPLETING"}

@@ -1,4 +1,4 @@
-"""Slurm REST API versions and the paths this provider calls.
+"""The Slurm REST paths this provider calls, for one API version (what each version does: api_versions).
 
 Paths are built here and nowhere else, so that a version bump or a new endpoint is one change.
 Lists in query strings are repeated parameters (``job_id=1&job_id=2``): slurmrestd answers a raw
@@ -7,35 +7,22 @@ comma with 400 "Unable to parse query." and reads ``%2C`` as one value.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
+from airflow_provider_slurmapi.slurm.api_versions import (
+    NEGOTIATE,
+    SUPPORTED_API_VERSIONS,
+    ApiVersionTraits,
+    check_api_version,
+    traits,
+)
 from airflow_provider_slurmapi.slurm.cluster import check_job_id
-from airflow_provider_slurmapi.slurm.errors import UnsupportedApiVersionError
 
-SUPPORTED_API_VERSIONS: tuple[str, ...] = ("v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44")
-DEFAULT_API_VERSION = "v0.0.42"
-# These versions refuse a Unix time in /slurmdb time filters (422, error 9202) but take "now-Nseconds".
-_RELATIVE_TIME_ONLY = frozenset({"v0.0.40", "v0.0.41"})
+# The default: negotiate (see api_versions.NEGOTIATE); kept under its old name for callers.
+DEFAULT_API_VERSION = NEGOTIATE
 _TIME_FILTERS = ("start_time", "end_time")
-
-_VERSION_RE = re.compile(r"^v0\.0\.(\d+)$")
-
-
-def check_api_version(version: str) -> str:
-    """Return ``version`` if supported, else raise an error that lists what is."""
-    if version not in SUPPORTED_API_VERSIONS:
-        hint = ""
-        match = _VERSION_RE.match(version or "")
-        if match and int(match.group(1)) < 40:
-            hint = " Slurm 24.05 and later serve v0.0.40 or newer; upgrade the cluster or pick one of those."
-        raise UnsupportedApiVersionError(
-            f"api_version={version!r} is not supported. Use one of {', '.join(SUPPORTED_API_VERSIONS)} "
-            f"(the versions your cluster's Slurm serves: 24.11 serves v0.0.40-v0.0.42).{hint}"
-        )
-    return version
 
 
 def _job_segment(job_id: int | str) -> str:
@@ -55,11 +42,40 @@ def _query(params: Mapping[str, str | int | Sequence[str | int] | None]) -> str:
     return ("?" + urlencode(pairs)) if pairs else ""
 
 
-class SlurmPaths:
-    """The Slurm REST paths of one API version."""
+def ping_path(version: str) -> str:
+    """``/slurm/{v}/ping``: the cheapest call of a version, used to negotiate one."""
+    return f"/slurm/{traits(version).name}/ping"
 
-    def __init__(self, version: str = DEFAULT_API_VERSION) -> None:
-        self.version = check_api_version(version)
+
+# The version segment of a path built before the version is negotiated ("auto"): the client puts
+# the negotiated version in its place (resolve_path) just before sending, after every argument
+# of the path (a job id) has been checked, so a bad argument never costs a call.
+VERSION_PLACEHOLDER = "{api_version}"
+
+
+def resolve_path(path: str, version: str) -> str:
+    """``path`` with :data:`VERSION_PLACEHOLDER` replaced by ``version`` and its filters in that version's form."""
+    if VERSION_PLACEHOLDER not in path:
+        return path
+    row = traits(version)
+    path = path.replace(VERSION_PLACEHOLDER, row.name, 1)
+    if row.history_time_filter == "relative" and path.startswith(f"/slurmdb/{row.name}/jobs/") and "?" in path:
+        base, query = path.split("?", 1)
+        now = int(time.time())
+        pairs = [
+            (key, f"now-{max(now - int(value), 0)}seconds" if key in _TIME_FILTERS and value.isdigit() else value)
+            for key, value in parse_qsl(query, keep_blank_values=True)
+        ]
+        path = f"{base}?{urlencode(pairs)}"
+    return path
+
+
+class SlurmPaths:
+    """The Slurm REST paths of one API version, or of the one still to negotiate (:data:`NEGOTIATE`)."""
+
+    def __init__(self, version: str) -> None:
+        self.traits: ApiVersionTraits | None = None if check_api_version(version) == NEGOTIATE else traits(version)
+        self.version = self.traits.name if self.traits else VERSION_PLACEHOLDER
 
     def partitions(self) -> str:
         return f"/slurm/{self.version}/partitions/"
@@ -87,10 +103,17 @@ class SlurmPaths:
 
     def history_jobs(self, **filters: str | int | Sequence[str | int] | None) -> str:
         """``/slurmdb/{v}/jobs/`` with filters; Unix times become ``now-Nseconds`` where a version needs it."""
-        if self.version in _RELATIVE_TIME_ONLY:
-            now = int(time.time())
-            for key in _TIME_FILTERS:
-                value = filters.get(key)
-                if isinstance(value, int) and not isinstance(value, bool):
-                    filters[key] = f"now-{max(now - value, 0)}seconds"
-        return f"/slurmdb/{self.version}/jobs/" + _query(filters)
+        path = f"/slurmdb/{VERSION_PLACEHOLDER}/jobs/" + _query(filters)
+        return path if self.traits is None else resolve_path(path, self.traits.name)
+
+
+__all__ = [
+    "DEFAULT_API_VERSION",
+    "NEGOTIATE",
+    "SUPPORTED_API_VERSIONS",
+    "VERSION_PLACEHOLDER",
+    "SlurmPaths",
+    "check_api_version",
+    "ping_path",
+    "resolve_path",
+]

@@ -34,7 +34,8 @@ Point an Airflow Google Cloud connection at it
          --conn-extra '{{"key_path": "/tmp/emu-sa.json", "project": "demo-project",
                         "api_endpoint": "http://127.0.0.1:8080"}}'
   3. in the DAG use gcp_conn_id="slurm_emu", any region and cluster id (restrict them with
-     --cluster), partition "debug" (or one of --partitions), api_version v0.0.40 .. v0.0.44.
+     --cluster), partition "debug" (or one of --partitions), api_version v0.0.40 .. v0.0.45
+     (--slurm-release narrows them).
   Google's token requests go to the emulator (the key's token_uri), so nothing leaves the machine.
   Quick curl test with a static token:
        slurmapi-emulator --token dev &
@@ -223,6 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="SPEC",
         help="arm a fault at start (repeatable); grammar below",
+    )
+    s.add_argument(
+        "--slurm-release",
+        metavar="R",
+        help="the Slurm release to act as, e.g. 24.11 or 26.05: the API versions it serves and the release "
+        "in each answer's meta (default: every version v0.0.40-v0.0.45, as 24.11.5)",
     )
     gw = p.add_argument_group("gateway mode (forward to a real slurmrestd)")
     gw.add_argument("--slurmrestd", metavar="URL", help="e.g. http://127.0.0.1:6820")

@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .versions import versions_of
+
 EnvelopeMode = Literal["body", "structured"]
 PathLike = str | os.PathLike[str]
 WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
@@ -53,6 +55,9 @@ class EmulatorConfig:
     reject_query_strings: bool = False
     deny_permission: bool = False
     slurmrestd: str | None = None
+    # The Slurm feature release the model claims ("24.11", "26.05"): the API versions it serves and
+    # meta.slurm.release. None: every version the emulator knows, as Slurm 24.11.5.
+    slurm_release: str | None = None
     slurm_token_file: PathLike | None = None
     slurm_user: str | None = None
     kill_wait: float = 2.0
@@ -90,6 +95,8 @@ class EmulatorConfig:
             raise ValueError("header_timeout, idle_timeout and body_timeout must be > 0 seconds")
         if self.control_token is not None and len(self.control_token) < 16:
             raise ValueError("control_token must be at least 16 characters (leave it unset for a random one)")
+        if self.slurm_release is not None:
+            versions_of(self.slurm_release)  # raises ValueError naming the releases it knows
         if self.slurmrestd and not self.slurm_token_file:
             raise ValueError("gateway mode (slurmrestd) needs slurm_token_file")
 

@@ -10,13 +10,14 @@ percent-encoded, so a caller cannot reach any other endpoint of the slurmrestd h
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-import aiohttp
 from yarl import URL
 
 from .envelope import GoogleFrontEndError
@@ -60,25 +61,55 @@ class SlurmrestdUnreachable(Exception):
     """The real slurmrestd could not be reached (answered as UNAVAILABLE by the envelope)."""
 
 
+async def _exchange(method: str, url: URL, data: bytes | None, headers: dict[str, str]) -> tuple[int, str]:
+    """One HTTP/1.1 request on its own connection; the answer is what its Content-Length covers.
+
+    slurmrestd closes every connection (``Connection: Close``), and Slurm 26.05.5 writes some error
+    answers twice (a 404 for an unknown job: the body, then the whole answer again). A strict client
+    (aiohttp: "Data after `Connection: close`") refuses the lot; a lenient one, as Google's service
+    is, reads Content-Length bytes and drops the rest. So does this.
+    """
+    if url.scheme != "http" or not url.host:
+        raise ValueError(f"the gateway speaks plain HTTP to a local slurmrestd, not {url}")
+    reader, writer = await asyncio.open_connection(url.host, url.port or 80)
+    try:
+        lines = [f"{method} {url.raw_path_qs} HTTP/1.1", f"Host: {url.raw_authority}", "Connection: close"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        if data is not None:
+            lines.append(f"Content-Length: {len(data)}")
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (data or b""))
+        await writer.drain()
+        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+        status_line, *field_lines = head.split("\r\n")
+        status = int(status_line.split()[1])
+        fields = {}
+        for line in field_lines:
+            name, sep, value = line.partition(":")
+            if sep:
+                fields[name.strip().lower()] = value.strip()
+        if "chunked" in fields.get("transfer-encoding", "").lower():
+            raise ValueError("slurmrestd answered with chunked encoding, which the gateway does not read")
+        length = fields.get("content-length")
+        body = await reader.readexactly(int(length)) if length is not None else await reader.read()
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+    return status, body.decode("utf-8", errors="replace")
+
+
 class GatewayBackend:
-    """Forwards Slurm REST calls to a real slurmrestd with one shared HTTP session."""
+    """Forwards Slurm REST calls to a real slurmrestd, one connection a call (as slurmrestd closes them)."""
 
     def __init__(self, base_url: str, token_file: str, user: str | None, timeout: float = 60.0) -> None:
         self.base_url = base_url.rstrip("/")
         self.token_file = Path(token_file)
         self.user = user
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
-        self._session: aiohttp.ClientSession | None = None
+        self._timeout = timeout
         self.submitted: list[dict[str, Any]] = []  # what went through, for /_emulator/jobs
 
-    def _session_get(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
-        return self._session
-
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        """Nothing to release: each call has its own connection (slurmrestd closes them)."""
 
     def _headers(self) -> dict[str, str]:
         headers = {"X-SLURM-USER-TOKEN": self.token_file.read_text().strip(), "Accept": "application/json"}
@@ -95,11 +126,11 @@ class GatewayBackend:
             data = json.dumps(body if body is not None else {})
             headers["Content-Type"] = "application/json"
         try:
-            async with self._session_get().request(method, url, data=data, headers=headers) as resp:
-                text = await resp.text(errors="replace")
-                status = resp.status
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise SlurmrestdUnreachable(str(exc)) from exc
+            status, text = await asyncio.wait_for(
+                _exchange(method, url, data.encode() if data is not None else None, headers), self._timeout
+            )
+        except (TimeoutError, OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
+            raise SlurmrestdUnreachable(f"{type(exc).__name__}: {exc}") from exc
         try:
             parsed = json.loads(text) if text.strip() else None
         except ValueError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .model import Job, JobExit
 from .slurm_json import NO_VAL_TIME, NODE_MEMORY_MB, NODE_NAME, JsonDict, dumps, exit_code, num, unset
+from .versions import wire
 
 _FLAGS = ["USING_DEFAULT_ACCOUNT", "USING_DEFAULT_QOS", "USING_DEFAULT_WCKEY"]
 _YEAR = 365 * 24 * 3600
@@ -218,12 +219,14 @@ def live_job(job: Job, version: str, cluster: str, node_cpus: int) -> JsonDict:
 
 
 def _adapt_live(rec: JsonDict, job: Job, version: str) -> JsonDict:
-    if version in ("v0.0.40", "v0.0.41"):
+    """The 24.11 (v0.0.42) record in the shape of ``version``, trait by trait (versions.py)."""
+    shape = wire(version)
+    if shape.old_live_shape:
         del rec["priority_by_partition"], rec["required_switches"]
         rec.update(exclusive=[], minimum_switches=0, oversubscribe=False, show_flags=["DETAIL", "LOCAL"])
-        if version == "v0.0.40" and rec["job_resources"] is None:  # real v0.0.40: {} for a job that never ran
+        if shape.flat_job_resources and rec["job_resources"] is None:  # real v0.0.40: {} for a job that never ran
             rec["job_resources"] = {}
-        elif version == "v0.0.40":  # the flat v0.0.40 job_res
+        elif shape.flat_job_resources:  # the flat v0.0.40 job_res
             rec["job_resources"] = {
                 "nodes": NODE_NAME,
                 "allocated_cores": job.cpus,
@@ -233,7 +236,7 @@ def _adapt_live(rec: JsonDict, job: Job, version: str) -> JsonDict:
                     {"nodename": NODE_NAME, "cpus_used": job.cpus, "memory_used": 0, "memory_allocated": 0}
                 ],
             }
-    elif version in ("v0.0.43", "v0.0.44"):
+    if shape.has_expanded_output:
         rec["standard_output"] = job.stdout_pattern
         rec["standard_error"] = job.stderr_pattern or job.stdout_pattern
         rec.update(
@@ -243,9 +246,15 @@ def _adapt_live(rec: JsonDict, job: Job, version: str) -> JsonDict:
             stderr_expanded=job.stderr_path,
             stdin_expanded=job.stdin_path,
         )
-        if version == "v0.0.44":
-            rec["step_id"] = {"sluid": "", "job_id": num(job.job_id), "step_het_component": unset(), "step_id": "batch"}
-            rec["submit_line"] = ""
+    if shape.live_has_step_id:
+        rec["step_id"] = {"sluid": "", "job_id": num(job.job_id), "step_het_component": unset(), "step_id": "batch"}
+        rec["submit_line"] = ""
+    if not shape.live_has_power:  # v0.0.45: no power; container type and memory update settings
+        del rec["power"]
+        rec.update(container_type="", memory_update_delay=0, memory_update_margin=0)
+        if rec["job_resources"]:  # and the select type with its CR_ prefix, as slurm.conf spells it
+            resources = rec["job_resources"] = dict(rec["job_resources"])
+            resources["select_type"] = [f"CR_{kind}" for kind in resources["select_type"]]
     return rec
 
 
@@ -433,22 +442,20 @@ def history_job(job: Job, version: str, cluster: str, as_of: float, *, comments:
         "wckey": {"wckey": "", "flags": []},
         "working_directory": job.cwd,
     }
-    if version == "v0.0.40":
-        for key in (
-            "qosreq",
-            "restart_cnt",
-            "stderr",
-            "stderr_expanded",
-            "stdin",
-            "stdin_expanded",
-            "stdout",
-            "stdout_expanded",
-        ):
-            del rec[key]
-    elif version == "v0.0.41":
+    shape = wire(version)
+    if not shape.history_has_restart_cnt:
         del rec["qosreq"], rec["restart_cnt"]
-    elif version in ("v0.0.43", "v0.0.44"):
+    if not shape.history_has_output_paths:
+        for key in ("stderr", "stderr_expanded", "stdin", "stdin_expanded", "stdout", "stdout_expanded"):
+            del rec[key]
+    if shape.has_segment_size:
         rec["segment_size"] = 0
+    if shape.history_has_sluid:  # v0.0.45: the job's Slurm-unique id; steps drop pid for submit_line
+        sluid = f"s{job.job_id:013d}"  # real ones are 14 sortable characters, e.g. s501M8TN7NQD00
+        rec.update(sluid=sluid, original_sluid=sluid, exclusive="NO", oversubscribe="NO")
+        for step in rec["steps"]:
+            del step["pid"]
+            step["submit_line"] = ""
     return rec
 
 

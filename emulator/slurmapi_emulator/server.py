@@ -234,7 +234,7 @@ class EmulatorServer:
                 kill_wait=cfg.kill_wait,
                 history_comments=cfg.history_comments,
             )
-            self.backend = SlurmModelApi(self.cluster)
+            self.backend = SlurmModelApi(self.cluster, slurm_release=cfg.slurm_release)
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._guard])
         app.router.add_post(_ENVELOPE_ROUTE, self.handle_envelope)
         app.router.add_post("/token", self.handle_token)

@@ -22,7 +22,6 @@ from .slurm_json import (
     BASE_STATES,
     NOT_FOUND_TEXT,
     PARSE_ERROR_TEXT,
-    SUPPORTED_VERSIONS,
     JsonDict,
     dumps,
     error_entry,
@@ -32,6 +31,7 @@ from .slurm_json import (
     unset,
     warning_entry,
 )
+from .versions import DEFAULT_RELEASE, RELEASE_PATCH, versions_of, wire
 
 # Slurm's relative times in query filters, e.g. "now-3600seconds" (what v0.0.40/41 accept).
 _RELATIVE_TIME = re.compile(r"^now(?:-([0-9]{1,12})(seconds|minutes|hours|days)?)?$")
@@ -146,9 +146,12 @@ def _parse_signal(text: str) -> int | None:
 class SlurmModelApi:
     """slurmrestd in front of the emulated cluster."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, *, slurm_release: str | None = None) -> None:
         self.cluster = cluster
         self._meta_text: dict[tuple[str, bool], str] = {}
+        # What this cluster serves, as the Slurm release it acts as (config slurm_release).
+        self.versions = versions_of(slurm_release)
+        self.release = RELEASE_PATCH.get(slurm_release, f"{slurm_release}.0") if slurm_release else DEFAULT_RELEASE
 
     async def close(self) -> None:
         """Nothing to release; the cluster is shut down by the server."""
@@ -165,6 +168,7 @@ class SlurmModelApi:
                     user=self.cluster.user,
                     group=self.cluster.group,
                     cluster=self.cluster.cluster_name,
+                    release=self.release,
                 )
             )
             self._meta_text[key] = text
@@ -177,6 +181,7 @@ class SlurmModelApi:
             user=self.cluster.user,
             group=self.cluster.group,
             cluster=self.cluster.cluster_name,
+            release=self.release,
         )
 
     def _errors(
@@ -211,7 +216,7 @@ class SlurmModelApi:
         """Answer one Slurm REST call as slurmrestd would."""
         base, raw_query = split_query(path)
         match = _PATH_RE.match(base)
-        if not match or match.group(2) not in SUPPORTED_VERSIONS:
+        if not match or match.group(2) not in self.versions:
             return text_response(404, NOT_FOUND_TEXT)
         params = parse_query(raw_query)
         if params is None:
@@ -281,8 +286,12 @@ class SlurmModelApi:
             "mode": "primary",
             "primary": True,
         }
-        if version in ("v0.0.40", "v0.0.41"):
+        shape = wire(version)
+        if not shape.ping_has_responding:
             del ping["responding"], ping["primary"]
+        if not shape.ping_has_pinged:  # v0.0.45: "status" in place of "pinged" and "mode"
+            del ping["pinged"], ping["mode"]
+            ping["status"] = "No error"
         body = {"pings": [ping], "meta": self._meta_obj(version, False), "errors": [], "warnings": []}
         return BackendAnswer(200, dumps(body))
 
@@ -336,7 +345,7 @@ class SlurmModelApi:
                 warning_entry(held, _SUBMIT_SOURCE),
             ]
         answer: JsonDict = {"job_id": job.job_id, "step_id": "batch", "job_submit_user_msg": ""}
-        if version in ("v0.0.40", "v0.0.41"):
+        if wire(version).submit_answers_result:
             answer["result"] = {
                 "job_id": job.job_id,
                 "step_id": "batch",
@@ -443,7 +452,7 @@ class SlurmModelApi:
             code = 2017
         elif not self.cluster.cancel(job, sig):
             code = 2021
-        if version in ("v0.0.40", "v0.0.41"):  # these parsers answer openapi_resp, without status[]
+        if not wire(version).cancel_answers_status:  # v0.0.40/41 answer openapi_resp, without status[]
             texts = {2017: "Invalid job id specified", 2021: "Job/step already completing or completed"}
             warnings = [warning_entry(f"JobId={job_id}: {texts[code]}", "_signal_job")] if code else []
             body = {"meta": self._meta_obj(version, False), "errors": [], "warnings": warnings}
@@ -516,7 +525,7 @@ class SlurmModelApi:
             if relative:
                 amount = int(relative.group(1) or 0) * _TIME_UNITS[relative.group(2) or "seconds"]
                 window.append(int(time.time()) - amount)
-            elif unsigned(text) is not None and version not in ("v0.0.40", "v0.0.41"):
+            elif unsigned(text) is not None and wire(version).history_time_filter == "unix":
                 window.append(unsigned(text))
             elif unsigned(text) is not None:  # like real 24.11: these versions refuse a Unix time here
                 return self._errors(

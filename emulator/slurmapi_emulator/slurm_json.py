@@ -10,9 +10,10 @@ import json
 import time
 from typing import Any
 
+from .versions import DEFAULT_RELEASE
+
 JsonDict = dict[str, Any]
 
-SUPPORTED_VERSIONS = ("v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44")
 NOT_FOUND_TEXT = "Unable find requested URL. Please view /openapi/v3 for API reference."
 PARSE_ERROR_TEXT = "Unable to parse query."
 NODE_NAME = "localhost"
@@ -110,8 +111,11 @@ def warning_entry(description: str, source: str) -> JsonDict:
     return {"description": description, "source": source}
 
 
-def meta(version: str, *, slurmdb: bool, user: str, group: str, cluster: str) -> JsonDict:
+def meta(
+    version: str, *, slurmdb: bool, user: str, group: str, cluster: str, release: str = DEFAULT_RELEASE
+) -> JsonDict:
     """The meta block that opens every answer (plugin, client, Slurm release)."""
+    major, minor, micro = release.split(".")
     kind = "slurmdbd" if slurmdb else "slurmctld"
     return {
         "plugin": {
@@ -127,8 +131,8 @@ def meta(version: str, *, slurmdb: bool, user: str, group: str, cluster: str) ->
         },
         "command": [],
         "slurm": {
-            "version": {"major": "24", "micro": "5", "minor": "11"},
-            "release": "24.11.5",
+            "version": {"major": major, "micro": micro, "minor": minor},
+            "release": release,
             "cluster": cluster,
         },
     }
@@ -170,6 +174,10 @@ JOB_DESC_FIELDS = {
     "v0.0.42": _JOB_DESC_V42,
     "v0.0.43": _JOB_DESC_V42,
     "v0.0.44": _JOB_DESC_V42 | {"step_id"},
+    "v0.0.45": (
+        _JOB_DESC_V42 | {"step_id", "container_type", "cores_per_socket", "memory_update_delay", "memory_update_margin"}
+    )
+    - {"power_flags"},
 }
 
 

@@ -325,7 +325,7 @@ def test_jobs_state_repeated_ids_absent_ids_and_all(client: Client, emu: Emulato
 
 
 def test_ping_and_versions(client: Client) -> None:
-    for version in ("v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44"):
+    for version in ("v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"):
         answer = client.call("GET", f"/slurm/{version}/ping")
         assert answer.slurm_status == 200, version
         assert answer.body["meta"]["plugin"]["data_parser"] == f"data_parser/{version}"
@@ -336,7 +336,8 @@ def test_ping_and_versions(client: Client) -> None:
         assert isinstance(job["job_state"], list)
     assert "responding" not in client.call("GET", "/slurm/v0.0.41/ping").body["pings"][0]
     assert "stdout_expanded" in client.call("GET", "/slurm/v0.0.43/job/1").jobs[0]
-    for version in ("v0.0.39", "v0.0.45", "v1"):
+    assert "pinged" not in client.call("GET", "/slurm/v0.0.45/ping").body["pings"][0]  # as real 26.05.5
+    for version in ("v0.0.39", "v0.0.46", "v1"):
         answer = client.call("GET", f"/slurm/{version}/ping")
         assert (answer.slurm_status, answer.body) == (
             404,

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import DAGS_FOLDER, PROJECT, REGION, connection_uri_env
-from tests.live_slurm.lab import LAB_SCRIPT, Lab, LabUnavailable, find_or_start_lab
+from tests.live_slurm.lab import API_VERSION, LAB_SCRIPT, Lab, LabUnavailable, find_or_start_lab
 
 HERE = Path(__file__).resolve().parent
 # The lab's job user (scripts/slurm-lab): the user of the token the gateway sends.
@@ -151,7 +151,7 @@ def airflow_env(gateways: Gateways, envelope: str = "body", **extra: str) -> dic
         "SLURMAPI_WORKDIR": "/tmp",
         "SLURMAPI_POLL_INTERVAL": "1",
         "SLURMAPI_MISSING_GRACE": "60",
-        "SLURMAPI_API_VERSION": "v0.0.42",
+        "SLURMAPI_API_VERSION": API_VERSION,
     }
     env.update(extra)
     return env
@@ -183,7 +183,7 @@ def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> boo
     return bool(request.param)
 
 
-def make_hook(gateway: Any, api_version: str = "v0.0.42") -> Any:
+def make_hook(gateway: Any, api_version: str = API_VERSION) -> Any:
     """A sync hook of the provider on the gateway (the connection comes from the environment)."""
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
 

@@ -20,8 +20,35 @@ import requests
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_SCRIPT = REPO / "scripts" / "slurm-lab"
-LAB_CHROOT_TMP = Path(os.environ.get("SLURM_LAB_DIR", "/var/tmp/slurmapi-lab")) / "chroot" / "tmp"
+# The Slurm release of the lab (scripts/slurm-lab's SLURM_LAB_SLURM) and its default directory.
+SLURM_RELEASE = os.environ.get("SLURM_LAB_SLURM", "24.11")
+_DEFAULT_LAB_DIR = "/var/tmp/slurmapi-lab" if SLURM_RELEASE == "24.11" else f"/var/tmp/slurmapi-lab-{SLURM_RELEASE}"
+LAB_CHROOT_TMP = Path(os.environ.get("SLURM_LAB_DIR", _DEFAULT_LAB_DIR)) / "chroot" / "tmp"
+# The version of the suite's own raw calls: every release from 24.11 to 26.05 serves v0.0.42.
 V = "v0.0.42"
+# The version the provider speaks in the scenarios (SLURM_LIVE_API_VERSION: "auto" or v0.0.NN);
+# `make test-slurm-26` runs the 26.05 part once per version.
+API_VERSION = os.environ.get("SLURM_LIVE_API_VERSION", "v0.0.42")
+
+
+# The HTTP status of a submit slurmctld refuses (bad partition, no environment): 24.11 answers 500,
+# 26.05 answers 422, on every API version.
+SUBMIT_REFUSED_STATUS = 500 if SLURM_RELEASE == "24.11" else 422
+# Slurm's error for a submit without environment: 24.11 fails writing it, 26.05 checks it first.
+MISSING_ENVIRONMENT_ERROR = (
+    (2019, "I/O error writing script/environment to file")
+    if SLURM_RELEASE == "24.11"
+    else (2127, "Environment is missing in job")
+)
+
+
+def provider_version() -> str:
+    """The version the provider's calls use: API_VERSION, or for "auto" the newest the lab's release serves."""
+    from airflow_provider_slurmapi.slurm.api_versions import NEGOTIATE, served_by
+
+    return served_by(SLURM_RELEASE)[0].name if API_VERSION == NEGOTIATE else API_VERSION
+
+
 FINISHED = {
     "COMPLETED",
     "CANCELLED",

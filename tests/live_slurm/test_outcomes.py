@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import load_dag
 from tests.live_slurm.conftest import make_hook, run_dag_capture
-from tests.live_slurm.lab import Lab, V
+from tests.live_slurm.lab import MISSING_ENVIRONMENT_ERROR, SUBMIT_REFUSED_STATUS, Lab, V, provider_version
 
 pytestmark = pytest.mark.slurm
 
@@ -85,7 +85,7 @@ def test_bad_partition_fails_with_slurms_reason_and_no_job(
 ) -> None:
     result = run_dag_capture(load_dag("slurm_scenarios.py", "bad_partition"), capfd)
     assert (result.state, result.tasks) == ("failed", {"job": "failed"})
-    assert "Slurm answered HTTP 500 to POST /slurm/v0.0.42/job/submit" in result.log
+    assert f"Slurm answered HTTP {SUBMIT_REFUSED_STATUS} to POST /slurm/{provider_version()}/job/submit" in result.log
     assert "2000 Invalid partition name specified (Batch job submission failed)" in result.log
     assert result.jobs(gateway) == []
     status, body = lab.call("GET", f"/slurm/{V}/jobs/")
@@ -103,11 +103,12 @@ def test_missing_environment_slurm_refuses_raw_submit(gateway: Any, lab: Lab) ->
         "script": "#!/bin/bash\necho x\n",
     }
     response = hook.call("POST", hook.paths.submit(), body)
-    assert response.status == 500, response
-    assert [e["error_number"] for e in response.errors] == [2019], response.errors
-    assert response.errors[0]["error"] == "I/O error writing script/environment to file"
+    assert response.status == SUBMIT_REFUSED_STATUS, response
+    number, text = MISSING_ENVIRONMENT_ERROR
+    assert [e["error_number"] for e in response.errors] == [number], response.errors
+    assert response.errors[0]["error"] == text
     with pytest.raises(SlurmError) as caught:
         response.raise_for_errors()
-    assert "HTTP 500" in str(caught.value)
-    assert "2019 I/O error writing script/environment to file (Batch job submission failed)" in str(caught.value)
+    assert f"HTTP {SUBMIT_REFUSED_STATUS}" in str(caught.value)
+    assert f"{number} {text} (Batch job submission failed)" in str(caught.value)
     assert "job_id" not in (response.body or {}) or not response.body.get("job_id")

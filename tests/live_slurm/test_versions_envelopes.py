@@ -1,4 +1,5 @@
-"""The same scenarios with each REST version Slurm 24.11 serves, and with both envelope answer shapes."""
+"""The same scenarios with each REST version the lab's Slurm serves (24.11: v0.0.40-42; 26.05:
+v0.0.42-45, from the provider's version table), with "auto", and with both envelope answer shapes."""
 
 from __future__ import annotations
 
@@ -10,14 +11,20 @@ from typing import Any
 import pytest
 import requests
 
+from airflow_provider_slurmapi.slurm import client as client_core
+from airflow_provider_slurmapi.slurm.api_versions import NEGOTIATE, served_by, traits
 from tests.conftest import load_dag
 from tests.live_slurm.conftest import CLUSTER_ID, GATEWAY_TOKEN, make_hook, run_dag_capture
-from tests.live_slurm.lab import Lab
+from tests.live_slurm.lab import SLURM_RELEASE, Lab
 
 pytestmark = pytest.mark.slurm
 
 
-OLD_VERSIONS = ("v0.0.40", "v0.0.41")
+# Every version the lab's release serves, oldest first (24.11: v0.0.40-42; 26.05: v0.0.42-45).
+LAB_VERSIONS = [row.name for row in reversed(served_by(SLURM_RELEASE))]
+# The versions older than v0.0.42 the lab serves (none on 26.05).
+UNKNOWN_JOB_ID = 60000000
+OLD_VERSIONS = [v for v in LAB_VERSIONS if traits(v).history_time_filter == "relative"]
 
 
 def _history(hook: Any, job_id: int, timeout: float = 30) -> Any:
@@ -31,7 +38,7 @@ def _history(hook: Any, job_id: int, timeout: float = 30) -> Any:
         time.sleep(0.5)
 
 
-@pytest.mark.parametrize("api_version", ["v0.0.40", "v0.0.41", "v0.0.42"])
+@pytest.mark.parametrize("api_version", LAB_VERSIONS)
 def test_submit_wait_and_history_with_each_api_version(
     api_version: str,
     mode: bool,
@@ -115,3 +122,38 @@ def test_default_submit_operator_works_with_older_api_versions(
     assert "Parsing of" not in result.log, "Slurm refused the epoch start_time of the tag look-up"
     assert (result.state, result.tasks) == ("success", {"job": "success"})
     assert lab.final(result.job(gateway)).state == "COMPLETED"
+
+
+def test_auto_negotiates_the_newest_version_the_real_slurm_serves(
+    gateway: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """One ping on 26.05 (v0.0.45 answers); two on 24.11 (v0.0.45 404, then v0.0.42 names the release)."""
+    import logging
+
+    caplog.set_level(logging.INFO)
+    monkeypatch.setattr(client_core, "_NEGOTIATED", {})  # a fresh process, as far as negotiation goes
+    gateway.reset_calls()
+    hook = make_hook(gateway, NEGOTIATE)
+    assert hook.get_job(UNKNOWN_JOB_ID) is None
+    newest = LAB_VERSIONS[-1]
+    pings = [c["path"] for c in gateway.calls()["last"] if (c["path"] or "").endswith("/ping")]
+    assert pings == (
+        ["/slurm/v0.0.45/ping"] if newest == "v0.0.45" else ["/slurm/v0.0.45/ping", f"/slurm/{newest}/ping"]
+    )
+    assert hook.api_version == newest
+    assert f"Slurm REST API version {newest} negotiated" in caplog.text + "".join(capfd.readouterr())
+
+
+def test_a_version_the_real_slurm_deprecates_is_said_once(
+    gateway: Any, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Slurm 26.05 deprecates v0.0.42 but does not say so in its answers; the provider says it once."""
+    import logging
+
+    caplog.set_level(logging.INFO)
+    hook = make_hook(gateway, "v0.0.42")
+    for _ in range(3):
+        assert hook.get_job(UNKNOWN_JOB_ID) is None
+    text = caplog.text + "".join(capfd.readouterr())
+    expected = 1 if traits("v0.0.42").deprecated_in == SLURM_RELEASE else 0
+    assert text.count("v0.0.42 is deprecated in Slurm") == expected, text[-2000:]

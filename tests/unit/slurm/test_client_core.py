@@ -29,7 +29,11 @@ class AnsweringClient(SlurmClientBase):
     """The core with a transport that answers from a table: path prefix -> answer or envelope error."""
 
     def __init__(self, answers: dict[str, SlurmResponse | SlurmApiError]) -> None:
-        self._init_client(ClusterRef("demo-project", "us-central1", "demo-cluster"), timeout=None, retry_seconds=0)
+        self._init_client(
+            ClusterRef("demo-project", "us-central1", "demo-cluster", api_version="v0.0.42"),
+            timeout=None,
+            retry_seconds=0,
+        )
         self.answers = answers
         self.sent: list[str] = []
 

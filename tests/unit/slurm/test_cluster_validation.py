@@ -234,7 +234,7 @@ BAD_JOB_IDS: list[Any] = ["5_3", "1.2", True, False, 7.9, 7.0, "\u0663", "\uff15
 
 @pytest.mark.parametrize("job_id", BAD_JOB_IDS, ids=repr)
 def test_job_ids_are_positive_ascii_integers_in_paths(job_id: Any) -> None:
-    paths = SlurmPaths()
+    paths = SlurmPaths("v0.0.42")
     for build in (paths.job, paths.history_job, paths.cancel, lambda j: paths.jobs_state([1, j])):
         with pytest.raises(ConfigurationError, match=r"^job_id=.*positive whole number"):
             build(job_id)

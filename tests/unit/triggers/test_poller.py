@@ -265,10 +265,12 @@ async def test_clusters_and_connections_never_mix(
     # Same connection and cluster, another API version: a poller of its own too.
     triggerer.start("a1-v41", make_trigger(a1, gcp_conn_id=conn_a, api_version="v0.0.41"))
 
+    # The default api_version "auto" is the poller's key, not the version it negotiates: one poller
+    # for all the triggers of a cluster that leave it unset.
     expected = {
-        (conn_a, CLUSTER["cluster_id"], "v0.0.42"): {a1, a2},
-        (conn_b, CLUSTER["cluster_id"], "v0.0.42"): {b1, b2},
-        (conn_a, "other-cluster", "v0.0.42"): {a2},
+        (conn_a, CLUSTER["cluster_id"], "auto"): {a1, a2},
+        (conn_b, CLUSTER["cluster_id"], "auto"): {b1, b2},
+        (conn_a, "other-cluster", "auto"): {a2},
         (conn_a, CLUSTER["cluster_id"], "v0.0.41"): {a1},
     }
 

@@ -1,0 +1,125 @@
+"""``api_version="auto"``: both hooks negotiate the newest version both sides speak, once per cluster.
+
+Against the emulator acting as a given Slurm release (``slurm_release``: the versions it serves and
+the release in every answer's meta), over real HTTP, with a real service-account key connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
+from airflow_provider_slurmapi.slurm import client as client_core
+from tests.conftest import CLUSTER, point_airflow_at
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process_cache() -> Iterator[None]:
+    """Each test is a fresh process as far as negotiation goes."""
+    client_core._NEGOTIATED.clear()
+    yield
+    client_core._NEGOTIATED.clear()
+
+
+def cluster_as(release: str, emulator_factory: Any, credentials_file: Any, monkeypatch: Any) -> Any:
+    emulator = emulator_factory(slurm_release=release)
+    point_airflow_at(emulator, credentials_file, monkeypatch)
+    return emulator
+
+
+def paths_called(emulator: Any) -> list[str]:
+    return [str(call.get("path")) for call in emulator.calls()["last"] if call.get("path")]
+
+
+def logged(caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]) -> str:
+    return caplog.text + "".join(capfd.readouterr())
+
+
+@pytest.mark.parametrize(
+    ("release", "picked", "pings"),
+    [
+        ("26.05", "v0.0.45", ["/slurm/v0.0.45/ping"]),
+        # v0.0.45 is refused (404); v0.0.42 answers, and its meta names 24.11, which serves nothing newer.
+        ("24.11", "v0.0.42", ["/slurm/v0.0.45/ping", "/slurm/v0.0.42/ping"]),
+        # 25.11 serves v0.0.41-44: the v0.0.42 answer's release leads to v0.0.44 without pinging it.
+        ("25.11", "v0.0.44", ["/slurm/v0.0.45/ping", "/slurm/v0.0.42/ping"]),
+    ],
+)
+def test_the_sync_hook_speaks_the_newest_version_both_sides_know_and_asks_once_per_process(
+    release: str,
+    picked: str,
+    pings: list[str],
+    emulator_factory: Any,
+    credentials_file: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    caplog.set_level(logging.INFO)
+    emulator = cluster_as(release, emulator_factory, credentials_file, monkeypatch)
+    hook = SlurmApiHook(**CLUSTER)
+    assert hook.list_jobs() == []
+    assert hook.list_jobs(history=True) == []
+    assert paths_called(emulator)[: len(pings)] == pings
+    assert {p.split("/")[2] for p in paths_called(emulator)[len(pings) :]} == {picked}
+    assert f"Slurm REST API version {picked} negotiated" in logged(caplog, capfd)
+    # Another hook of the same process (another task's, a poller's) does not ask again.
+    emulator.reset_calls()
+    assert SlurmApiHook(**CLUSTER).get_job(4242) is None
+    assert not [p for p in paths_called(emulator) if p.endswith("/ping")]
+    assert all(f"/{picked}/" in p for p in paths_called(emulator))
+
+
+def test_the_async_hook_negotiates_once_for_many_coroutines(
+    emulator_factory: Any, credentials_file: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    emulator = cluster_as("26.05", emulator_factory, credentials_file, monkeypatch)
+
+    async def many() -> list[Any]:
+        async with SlurmApiAsyncHook(**CLUSTER) as hook:
+            return await asyncio.gather(*(hook.get_job(4000 + n) for n in range(20)))
+
+    assert asyncio.run(many()) == [None] * 20
+    called = paths_called(emulator)
+    assert called.count("/slurm/v0.0.45/ping") == 1
+    assert all("/v0.0.45/" in p for p in called)
+
+
+def test_an_explicit_version_is_honoured_without_any_negotiation(
+    emulator_factory: Any, credentials_file: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    emulator = cluster_as("26.05", emulator_factory, credentials_file, monkeypatch)
+    assert SlurmApiHook(**{**CLUSTER, "api_version": "v0.0.43"}).list_jobs() == []
+    assert paths_called(emulator) == ["/slurm/v0.0.43/jobs/"]
+
+
+def test_a_deprecated_version_is_said_once_however_many_calls(
+    emulator_factory: Any,
+    credentials_file: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    caplog.set_level(logging.INFO)
+    cluster_as("26.05", emulator_factory, credentials_file, monkeypatch)
+    hook = SlurmApiHook(**{**CLUSTER, "api_version": "v0.0.42"})
+    for _ in range(4):
+        hook.list_jobs()
+    text = logged(caplog, capfd)
+    assert text.count("v0.0.42 is deprecated in Slurm 26.05") == 1
+    assert "removed in 26.11" in text
+
+
+def test_an_old_cluster_is_found_by_trying_the_rest_newest_first(
+    emulator_factory: Any, credentials_file: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    emulator = cluster_as("23.11", emulator_factory, credentials_file, monkeypatch)  # serves v0.0.40 only
+    assert SlurmApiHook(**CLUSTER).list_jobs() == []
+    pings = [p for p in paths_called(emulator) if p.endswith("/ping")]
+    assert pings == [f"/slurm/{v}/ping" for v in ("v0.0.45", "v0.0.42", "v0.0.44", "v0.0.43", "v0.0.41", "v0.0.40")]
+    assert paths_called(emulator)[-1] == "/slurm/v0.0.40/jobs/"
