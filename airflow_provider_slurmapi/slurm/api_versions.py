@@ -3,7 +3,7 @@
 Every difference between versions that the provider acts on is a field here, so code asks
 ``traits(version).has_expanded_output`` instead of comparing version strings. The emulator (its own
 distribution, which must not import the provider) keeps its own copy in
-``slurmapi_emulator/versions.py``; ``tests/emulator/test_versions_agree.py`` checks that they agree.
+``emulator/.../versions.py``; ``tests/emulator/test_versions_agree.py`` checks that they agree.
 
 Sources: Slurm's OpenAPI documents (``tests/fixtures/slurm-openapi``), SchedMD's ``rest_clients``
 lifecycle page and 26.05's RELEASE_NOTES, and real Slurm 24.11.5 and 26.05.5 (``scripts/slurm-lab``).

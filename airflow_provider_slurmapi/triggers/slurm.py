@@ -66,6 +66,7 @@ class SlurmJobTrigger(BaseTrigger):
     :param pending_timeout: seconds a job may stay pending (each spell: after submission, after each
         requeue) before the trigger cancels it and reports an ``error`` a retry may fix. ``None``: no limit.
     :param pending_since: when the first pending spell began (seconds since the epoch, the submission).
+
     A job pending for a reason no wait can clear (``FINAL_PENDING_REASONS``) is cancelled (with
     ``cancel_on_kill``) and reported as a permanent ``error``.
     """

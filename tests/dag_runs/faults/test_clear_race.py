@@ -37,10 +37,17 @@ class Store:
         self.values[key] = value
 
 
+@pytest.fixture(autouse=True)
+def configured_tag_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests call the operator outside an Airflow task, where no Variable store answers."""
+    monkeypatch.setenv("AIRFLOW__SLURMAPI__TAG_SECRET", "slurmapi-clear-race-tag-key")
+
+
 class SecondTry:
     """The task instance attributes and XCom calls the operator uses, at try 2."""
 
     dag_id, task_id, run_id, map_index, try_number = "clear_race", "job", "manual__clear", -1, 2
+    stats_tags: dict[str, str] = {}  # read by Airflow 3.3's ResumableJobMixin
 
     def __init__(self) -> None:
         self.xcom: dict[str, Any] = {}
