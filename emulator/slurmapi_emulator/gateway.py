@@ -6,11 +6,18 @@ real status and body come back inside the envelope, which lets the provider's te
 real Slurm with the envelope's auth and fault injection. Only plain `/slurm/vX.Y.Z/...` and
 `/slurmdb/vX.Y.Z/...` paths are forwarded: no `..`, `.`, empty segments or backslashes, raw or
 percent-encoded, so a caller cannot reach any other endpoint of the slurmrestd host.
+
+Like the Slurm Job API, which runs every call as the caller's own Linux account and names it in
+``meta.client.user``, each JSON answer names the token's user there (the ``sun`` claim of the JWT).
+A plain slurmrestd with ``rest_auth/jwt`` over TCP names another account there (``root`` on Slurm
+24.11), which no client of the Job API ever sees.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import json
 import re
@@ -137,6 +144,8 @@ class GatewayBackend:
             parsed = None
         if method == "POST" and path.split("?")[0].rstrip("/").endswith("/job/submit"):
             self._record_submit(body, parsed)
+        if _name_the_caller(parsed, self.user or _token_user(headers["X-SLURM-USER-TOKEN"])):
+            text = json.dumps(parsed)
         return BackendAnswer(status, text, is_json=isinstance(parsed, (dict, list)))
 
     def _record_submit(self, body: Any, answer: Any) -> None:
@@ -154,3 +163,26 @@ class GatewayBackend:
                 "in_live_queue": None,
             }
         )
+
+
+def _token_user(token: str) -> str | None:
+    """The user a Slurm JWT was made for (its ``sun`` claim); ``None`` for anything else."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (ValueError, binascii.Error):
+        return None
+    user = claims.get("sun") if isinstance(claims, dict) else None
+    return user if isinstance(user, str) and user else None
+
+
+def _name_the_caller(answer: Any, user: str | None) -> bool:
+    """Name ``user`` as the caller in ``meta.client.user``, as the Job API does; whether it changed."""
+    meta = answer.get("meta") if isinstance(answer, dict) else None
+    client = meta.get("client") if isinstance(meta, dict) else None
+    if user is None or not isinstance(client, dict) or client.get("user") in (None, "", user):
+        return False
+    client["user"] = user
+    return True

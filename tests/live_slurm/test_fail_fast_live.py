@@ -38,7 +38,7 @@ def test_the_labs_refusals_are_permanent(job: dict[str, Any], number: int, kind:
     assert number in info.value.error_numbers
     assert (info.value.kind, is_permanent(info.value)) == (kind, True)
     if kind == "partition":  # the lab's partitions, read from its partitions/ endpoint
-        assert str(info.value).endswith("The cluster's partitions: debug.")
+        assert str(info.value).endswith("The cluster's partitions: debug, high, low.")  # scripts/slurm-lab's three
 
 
 def test_a_bad_partition_on_real_slurm_gives_exactly_one_try(
@@ -49,4 +49,4 @@ def test_a_bad_partition_on_real_slurm_gives_exactly_one_try(
     out = "".join(capfd.readouterr())
     assert (state, tries) == ("failed", 1)
     assert gateway.calls()["by_kind"].get("submit") == 1
-    assert "2000 Invalid partition name specified" in out and "The cluster's partitions: debug." in out
+    assert "2000 Invalid partition name specified" in out and "The cluster's partitions: debug, high, low." in out
