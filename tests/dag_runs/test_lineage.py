@@ -33,7 +33,10 @@ def _run(dag_key: str, env: dict[str, str], *extra: str) -> tuple[dict[str, Any]
     out = result.stdout + result.stderr
     lines = [line for line in result.stdout.splitlines() if line.startswith("DAG-RESULT ")]
     assert lines, f"the DAG did not run (exit {result.returncode}):\n{out[-4000:]}"
-    return json.loads(lines[-1][len("DAG-RESULT ") :]), out
+    # raw_decode: another thread of the run (OpenLineage's, the trigger's) may write to stdout right
+    # after the result, on the same line, before the runner's newline.
+    result_json, _end = json.JSONDecoder().raw_decode(lines[-1][len("DAG-RESULT ") :])
+    return result_json, out
 
 
 def _job_env(workdir: Path, job_id: int) -> dict[str, str]:
