@@ -57,7 +57,14 @@ def run_array_script(client: EnvelopeClient, cwd: str) -> dict[str, Any]:
         if metas and tasks and "mixed" not in seen:
             seen["mixed"] = live
             seen["mixed_state"] = state
-        if len(last) == 4 and all(r["job_state"][0] in ("COMPLETED", "FAILED") for r in last.values()):
+        # Over for good: every task's last record and jobs/state entry show the end state alone (a busy
+        # node may keep COMPLETING on for a moment, and the two calls may see different moments).
+        if (
+            len(last) == 4
+            and all(r["job_state"] in (["COMPLETED"], ["FAILED"]) for r in last.values())
+            and len(entries) == 4
+            and all(e["state"] in (["COMPLETED"], ["FAILED"]) for e in entries.values())
+        ):
             seen["final"] = Reply(live.http_status, live.status, {**live.body, "jobs": list(last.values())})
             seen["final_state"] = Reply(state.http_status, state.status, {**state.body, "jobs": list(entries.values())})
             break
