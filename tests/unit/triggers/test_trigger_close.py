@@ -30,5 +30,8 @@ def test_closing_the_trigger_after_its_event_logs_no_error(
     out = "".join(capfd.readouterr())
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert not errors, [r.getMessage() for r in errors]
-    assert "Traceback" not in out + caplog.text
+    # Airflow 2's console handler may still hold a stream pytest has closed: logging then reports its own
+    # "--- Logging error --- ... I/O operation on closed file", which is not the trigger's.
+    tracebacks = (out + caplog.text).split("Traceback (most recent call last):")[1:]
+    assert [t for t in tracebacks if "ValueError: I/O operation on closed file" not in t] == []
     assert "GeneratorExit" not in out + caplog.text
