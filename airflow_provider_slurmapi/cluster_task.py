@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from airflow_provider_slurmapi._compat import AirflowFailException, conf
 from airflow_provider_slurmapi.slurm.api_versions import check_api_version
-from airflow_provider_slurmapi.slurm.cluster import check_job_id
-from airflow_provider_slurmapi.slurm.cluster_ref import CLUSTER_ARG_NAMES, ClusterArgs, ClusterRef, cluster_ref
+from airflow_provider_slurmapi.slurm.cluster import CLUSTER_ARG_NAMES, ClusterArgs, ClusterRef, cluster_ref
 from airflow_provider_slurmapi.slurm.errors import is_permanent
+from airflow_provider_slurmapi.slurm.validation import check_job_id
 
 if TYPE_CHECKING:
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 _Method = TypeVar("_Method", bound=Callable[..., Any])
 
 
-def fails_fast(method: _Method) -> _Method:
+def fails_permanently(method: _Method) -> _Method:
     """Turn an error no retry can fix (:func:`~airflow_provider_slurmapi.slurm.errors.is_permanent`:
     a bad spec, a request of 1 MB or more, a missing script file, a partition, account, QoS or TRES
     Slurm refuses, permission denied, an unknown cluster) into ``AirflowFailException``, so the task
@@ -58,7 +58,7 @@ CLUSTER_TEMPLATE_FIELDS: tuple[str, ...] = ("region", "cluster_id", "project_id"
 class SlurmClusterMixin:
     """Holds ``region``, ``cluster_id``, ``project_id``, ``gcp_conn_id``, ``api_version``,
     ``impersonation_chain`` and ``api_endpoint`` (templated: rendered before ``execute``), and makes of
-    them one :class:`~airflow_provider_slurmapi.slurm.cluster_ref.ClusterRef` for the hook and the trigger."""
+    them one :class:`~airflow_provider_slurmapi.slurm.cluster.ClusterRef` for the hook and the trigger."""
 
     region: str
     cluster_id: str

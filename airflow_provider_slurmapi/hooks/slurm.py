@@ -35,7 +35,7 @@ from airflow_provider_slurmapi.slurm.client import (
     as_states,
     one_off_tag,
 )
-from airflow_provider_slurmapi.slurm.cluster_ref import ClusterArgs, ClusterRef, cluster_ref
+from airflow_provider_slurmapi.slurm.cluster import ClusterArgs, ClusterRef, cluster_ref
 from airflow_provider_slurmapi.slurm.envelope import HttpMethod, SlurmResponse
 from airflow_provider_slurmapi.slurm.errors import (
     MalformedResponseError,
@@ -45,18 +45,17 @@ from airflow_provider_slurmapi.slurm.errors import (
     UnauthenticatedError,
 )
 from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.results import (
+from airflow_provider_slurmapi.slurm.readers import (
     ESLURM_INVALID_JOB_ID,
     CancelOutcome,
     SubmitResult,
-    newest_tagged,
-    own_tagged,
     read_jobs,
     read_submit,
 )
 from airflow_provider_slurmapi.slurm.retry import is_transient
 from airflow_provider_slurmapi.slurm.spec import CLOCK_SKEW_SECONDS, PreparedSubmission, prepare_submission
 from airflow_provider_slurmapi.slurm.states import JobStateInfo
+from airflow_provider_slurmapi.slurm.tag import newest_tagged, own_tagged
 
 if TYPE_CHECKING:
     import aiohttp
@@ -84,7 +83,7 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         the newest version both this provider and the cluster speak, negotiated once per cluster and process.
     :param impersonation_chain: a service account (or chain) to impersonate.
     :param api_endpoint: overrides the endpoint (also connection extra ``api_endpoint``).
-    :param cluster: all of the above in one :class:`~airflow_provider_slurmapi.slurm.cluster_ref.ClusterRef`
+    :param cluster: all of the above in one :class:`~airflow_provider_slurmapi.slurm.cluster.ClusterRef`
         (what operators and triggers hand over); arguments given beside it override its values.
     :param timeout: seconds to wait for one answer (default: connection extra ``request_timeout``, else 60).
     :param retry_seconds: how long transient failures of one call are retried before giving up

@@ -29,7 +29,7 @@ from airflow_provider_slurmapi.cluster_task import (
     DEFAULT_ACCOUNTING_WAIT_SECONDS,
     SlurmClusterMixin,
     default_deferrable,
-    fails_fast,
+    fails_permanently,
     parse_job_id,
     permanent_message,
 )
@@ -41,6 +41,7 @@ from airflow_provider_slurmapi.slurm.errors import (
     SlurmApiError,
 )
 from airflow_provider_slurmapi.slurm.job_output import Redaction, mentions_progress, wrap_script
+from airflow_provider_slurmapi.slurm.paths import DEFAULT_API_VERSION
 from airflow_provider_slurmapi.slurm.sbatch import apply_directives
 from airflow_provider_slurmapi.slurm.spec import (
     CLOCK_SKEW_SECONDS,
@@ -49,11 +50,9 @@ from airflow_provider_slurmapi.slurm.spec import (
     add_environment,
     environment_names,
     prepare_submission,
-    task_comment,
-    task_tag,
 )
 from airflow_provider_slurmapi.slurm.states import JobState
-from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
+from airflow_provider_slurmapi.slurm.tag import task_comment, task_tag
 from airflow_provider_slurmapi.slurm.watch import (
     DEFAULT_MISSING_GRACE_SECONDS,
     DEFAULT_OUTAGE_TOLERANCE_SECONDS,
@@ -329,7 +328,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
         self.script = self.render_template(source, context)
 
     # -- submit or reattach -----------------------------------------------------------------------
-    @fails_fast
+    @fails_permanently
     def execute(self, context: Context) -> int:
         self.check_cluster_args()
         self.read_script(context)
@@ -605,7 +604,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
             raise step.give_up
         return step
 
-    @fails_fast
+    @fails_permanently
     def execute_complete(self, context: Context, event: dict[str, Any], adopted: bool = False) -> int:
         """Resume after the trigger fired: succeed on COMPLETED, else fail with Slurm's reason."""
         payload = read_event(event)
@@ -752,7 +751,7 @@ class SlurmCancelJobOperator(SlurmClusterMixin, BaseOperator):
         self.termination_timeout = termination_timeout
         self.poll_interval = poll_interval
 
-    @fails_fast
+    @fails_permanently
     def execute(self, context: Context) -> dict[str, Any]:
         self.check_cluster_args()
         job_id = parse_job_id(self.job_id)
@@ -810,7 +809,7 @@ class SlurmGetJobOperator(SlurmClusterMixin, BaseOperator):
         )
         self.job_id = job_id
 
-    @fails_fast
+    @fails_permanently
     def execute(self, context: Context) -> dict[str, Any]:
         self.check_cluster_args()
         job_id = parse_job_id(self.job_id)
@@ -886,7 +885,7 @@ class SlurmListJobsOperator(SlurmClusterMixin, BaseOperator):
         self.all_users = all_users
         self.limit = limit
 
-    @fails_fast
+    @fails_permanently
     def execute(self, context: Context) -> list[dict[str, Any]]:
         self.check_cluster_args()
         limit = _check_limit(self.limit)

@@ -31,13 +31,13 @@ from airflow_provider_slurmapi.cluster_task import (
     DEFAULT_ACCOUNTING_WAIT_SECONDS,
     SlurmClusterMixin,
     default_deferrable,
-    fails_fast,
+    fails_permanently,
     parse_job_id,
     permanent_message,
 )
 from airflow_provider_slurmapi.deferral import cancel_after_deferral_timeout, deferral_deadline
 from airflow_provider_slurmapi.slurm.errors import SlurmApiError
-from airflow_provider_slurmapi.slurm.versions import DEFAULT_API_VERSION
+from airflow_provider_slurmapi.slurm.paths import DEFAULT_API_VERSION
 from airflow_provider_slurmapi.slurm.watch import (
     DEFAULT_MISSING_GRACE_SECONDS,
     DEFAULT_OUTAGE_TOLERANCE_SECONDS,
@@ -123,7 +123,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         self._outage: SlurmApiError | None = None  # the error of the last look, when the API did not answer
         self._last_event_job: SlurmJob | None = None
 
-    @fails_fast
+    @fails_permanently
     def execute(self, context: Context) -> Any:
         self.check_cluster_args()
         parse_job_id(self.job_id)
@@ -268,7 +268,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         last = self._watch.last if self._watch is not None else self._last_event_job
         return self.slurm_job_lineage(job_id, last if last is not None and last.job_id == job_id else None)
 
-    @fails_fast
+    @fails_permanently
     def execute_complete(self, context: Context, event: dict[str, Any]) -> None:
         payload = read_event(event)
         if payload["status"] == "error" and payload["permanent"]:

@@ -24,7 +24,7 @@ import tenacity
 
 from airflow_provider_slurmapi.slurm.api_versions import NEGOTIATE, probe_order, served_by, traits
 from airflow_provider_slurmapi.slurm.array import complete_array
-from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
+from airflow_provider_slurmapi.slurm.cluster import ClusterRef
 from airflow_provider_slurmapi.slurm.envelope import HttpMethod, SlurmResponse, encode_request, parse_envelope
 from airflow_provider_slurmapi.slurm.errors import (
     ApiConnectionError,
@@ -38,10 +38,10 @@ from airflow_provider_slurmapi.slurm.errors import (
     UnsupportedApiVersionError,
 )
 from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.results import (
+from airflow_provider_slurmapi.slurm.paths import VERSION_PLACEHOLDER, SlurmPaths, ping_path, resolve_path
+from airflow_provider_slurmapi.slurm.readers import (
     CancelOutcome,
     caller_user,
-    own_tagged,
     read_array_task_states,
     read_cancel,
     read_history_job,
@@ -53,7 +53,7 @@ from airflow_provider_slurmapi.slurm.results import (
 )
 from airflow_provider_slurmapi.slurm.retry import DEFAULT_RETRY_SECONDS, is_transient, retry_kwargs
 from airflow_provider_slurmapi.slurm.states import JobStateInfo
-from airflow_provider_slurmapi.slurm.versions import VERSION_PLACEHOLDER, SlurmPaths, ping_path, resolve_path
+from airflow_provider_slurmapi.slurm.tag import own_tagged
 
 T = TypeVar("T")
 

@@ -1,196 +1,183 @@
-"""Strict checks of what names a cluster, an endpoint and a job, before anything is sent.
+"""``ClusterRef``: the one description of a cluster, from the operator to the hook, the trigger and the poller.
 
-``region``, ``project_id``, ``cluster_id`` and ``job_id`` are often templated from ``dag_run.conf``,
-which anyone who may trigger a DAG controls. They end up in the URL that carries the bearer token:
-a region such as ``us-central1.attacker.example#`` would move the host, a project id with ``?`` or
-``#`` would rewrite the path. So each is held to Google's (or Slurm's) own format here, before any
-credential is fetched, and the endpoint may carry nothing but a scheme, a host and a port.
+Seven values say where a call goes and as whom: the connection, the project, region and cluster id,
+the Slurm REST version, the service accounts to impersonate and the endpoint. They are checked once,
+when the value is made (:mod:`~airflow_provider_slurmapi.slurm.validation`: they decide where the bearer
+token is sent), and the value is frozen and hashable: the triggers of one cluster share a poller by it.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import re
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, TypedDict, Unpack
 from urllib.parse import urlsplit
 
+from airflow_provider_slurmapi.slurm.api_versions import NEGOTIATE, check_api_version
 from airflow_provider_slurmapi.slurm.errors import ConfigurationError
+from airflow_provider_slurmapi.slurm.validation import (
+    check_cluster_id,
+    check_endpoint,
+    check_project_id,
+    check_region,
+    default_endpoint,
+    default_host,
+)
 
-# Google Cloud regions: ``us-central1``, ``europe-west4``, ``northamerica-northeast1``.
-_REGION_RE = re.compile(r"[a-z]{2,20}-[a-z]{2,20}[1-9][0-9]?")
-_ZONE_RE = re.compile(r"([a-z]{2,20}-[a-z]{2,20}[1-9][0-9]?)-[a-z]")
-# Project ids: 6-30 characters, a lowercase letter first, no trailing hyphen.
-_PROJECT_ID = r"[a-z][a-z0-9-]{4,28}[a-z0-9]"
-# Domain-scoped project ids (``example.com:my-project``): a DNS name, a colon, a project id. Neither
-# part can hold ``/ ? # % @ \`` or a ``..`` segment, so the URL path cannot be steered.
-_DNS_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
-_DOMAIN = rf"(?:{_DNS_LABEL}\.)+[a-z]{{2,63}}"
-_PROJECT_RE = re.compile(rf"{_PROJECT_ID}|[1-9][0-9]{{0,19}}|{_DOMAIN}:{_PROJECT_ID}")
-MAX_PROJECT_LENGTH = 100
-# Vertex AI resource ids: a lowercase letter first, then lowercase letters, digits and hyphens.
-_CLUSTER_RE = re.compile(r"[a-z][a-z0-9-]{0,62}")
-# Slurm job ids are unsigned 32-bit numbers; 0 is "no job".
-MAX_JOB_ID = 2**32 - 1
-
-# Only these may be reached over plain http: the token never leaves the machine.
-_LOOPBACK_NAMES = frozenset({"localhost"})
-_HOST_RE = re.compile(rf"(?:{_DNS_LABEL}\.)*{_DNS_LABEL}\.?")
-_ENDPOINT_EXAMPLE = (
-    "Use e.g. 'https://us-central1-aiplatform.googleapis.com' or, for the local emulator, 'http://127.0.0.1:8080'."
+DEFAULT_CONN_ID = "google_cloud_default"
+# The names under which operators, hooks and triggers take these values (and ``serialize()`` stores them).
+CLUSTER_ARG_NAMES: tuple[str, ...] = (
+    "region",
+    "cluster_id",
+    "project_id",
+    "gcp_conn_id",
+    "api_version",
+    "impersonation_chain",
+    "api_endpoint",
 )
 
 
-def _shown(value: object, limit: int = 80) -> str:
-    """``repr`` of a value, cut short: values from ``dag_run.conf`` may be long."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 4] + "...'"
+class ClusterArgs(TypedDict, total=False):
+    """The documented cluster arguments of hooks and triggers; ``None`` is "not given": the default."""
+
+    region: str | None
+    cluster_id: str | None
+    project_id: str | None
+    gcp_conn_id: str | None
+    api_version: str | None
+    impersonation_chain: str | Sequence[str] | None
+    api_endpoint: str | None
 
 
-def check_region(region: object) -> str:
-    """A Google Cloud region such as ``us-central1``; nothing that could move the API host."""
-    if isinstance(region, str) and _REGION_RE.fullmatch(region):
-        return region
-    hint = ""
-    zone = _ZONE_RE.fullmatch(region) if isinstance(region, str) else None
-    if zone:
-        hint = f" {region!r} is a zone; its region is {zone.group(1)!r}."
-    elif region == "global":
-        hint = " Training clusters live in a region, not in 'global'."
-    raise ConfigurationError(
-        f"region={_shown(region)} is not a Google Cloud region: give your training cluster's region, "
-        f"lowercase, e.g. 'us-central1', 'europe-west4' or 'northamerica-northeast1'.{hint}"
-    )
+@dataclass(frozen=True, slots=True)
+class ClusterRef:
+    """Which training cluster, through which connection, endpoint and Slurm REST version.
 
-
-def check_project_id(project_id: object, *, field: str = "project_id") -> str:
-    """A project id (``my-project``), project number (``123456789012``) or ``example.com:my-project``."""
-    if isinstance(project_id, str) and len(project_id) <= MAX_PROJECT_LENGTH and _PROJECT_RE.fullmatch(project_id):
-        return project_id
-    raise ConfigurationError(
-        f"{field}={_shown(project_id)} is not a Google Cloud project id: give 6-30 lowercase letters, digits "
-        "or hyphens starting with a letter (e.g. 'my-project'), a project number (digits), or a "
-        "domain-scoped id such as 'example.com:my-project'."
-    )
-
-
-def check_cluster_id(cluster_id: object) -> str:
-    """A training cluster's id as Vertex AI writes resource ids: ``my-training-cluster``."""
-    if isinstance(cluster_id, str) and _CLUSTER_RE.fullmatch(cluster_id):
-        return cluster_id
-    raise ConfigurationError(
-        f"cluster_id={_shown(cluster_id)} is not a training cluster id: give the cluster's id as the "
-        "console shows it, 1-63 lowercase letters, digits or hyphens starting with a letter "
-        "(e.g. 'my-training-cluster'), not its full resource name."
-    )
-
-
-def check_job_id(value: object, *, field: str = "job_id", hint: str = "") -> int:
-    """A Slurm job id as an int: a positive whole number in ASCII digits, nothing else.
-
-    ``5_3`` (Slurm reads it as array task 3 of job 5), ``1.2`` (a step), ``7.9``, ``True`` and
-    non-ASCII digits such as ``"٣"`` are refused rather than rounded or reinterpreted.
+    ``project_id`` ``None``: the connection's project (see :meth:`with_connection`). ``api_endpoint``
+    ``None``: ``https://{region}-aiplatform.googleapis.com``. ``impersonation_chain`` is kept as a
+    tuple (one account or a chain, the last one impersonated). Without an ``api_endpoint`` the URL's
+    host is exactly ``{region}-aiplatform.googleapis.com``, whatever the inputs were.
     """
-    number: int | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        number = value
-    elif isinstance(value, str):
-        text = value.strip()
-        if text.isascii() and text.isdigit():
-            number = int(text)
-    if number is None or not 1 <= number <= MAX_JOB_ID:
+
+    project_id: str | None = None
+    region: str = ""
+    cluster_id: str = ""
+    _: KW_ONLY
+    gcp_conn_id: str = DEFAULT_CONN_ID
+    api_version: str = NEGOTIATE
+    impersonation_chain: tuple[str, ...] | None = None
+    api_endpoint: str | None = None
+    _url: str = field(default="", init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        check_region(self.region)
+        check_cluster_id(self.cluster_id)
+        if self.project_id in (None, ""):
+            object.__setattr__(self, "project_id", None)
+        else:
+            check_project_id(self.project_id)
+        if not isinstance(self.gcp_conn_id, str) or not self.gcp_conn_id:
+            raise ConfigurationError(
+                f"gcp_conn_id={self.gcp_conn_id!r} is not a connection id: give one, e.g. {DEFAULT_CONN_ID!r}."
+            )
+        check_api_version(self.api_version)
+        object.__setattr__(self, "impersonation_chain", _chain(self.impersonation_chain))
+        object.__setattr__(self, "api_endpoint", check_endpoint(self.api_endpoint) if self.api_endpoint else None)
+        if self.project_id is not None:
+            object.__setattr__(self, "_url", self._checked_url(self.project_id))
+
+    def _checked_url(self, project_id: str) -> str:
+        endpoint = self.endpoint
+        expected_host = urlsplit(endpoint).hostname if self.api_endpoint else default_host(self.region)
+        path = f"/v1beta1/{self.resource_name}:callSlurmRestApi"
+        url = f"{endpoint}{path}"
+        parts = urlsplit(url)
+        if (
+            parts.hostname != expected_host
+            or f"{parts.scheme}://{parts.netloc}" != endpoint
+            or parts.path != path
+            or parts.query
+            or parts.fragment
+        ):
+            raise ConfigurationError(
+                f"The Slurm Job API URL for {self} would not go to {expected_host}; refusing to send anything."
+            )
+        return url
+
+    def with_connection(self, *, project_id: str | None, api_endpoint: str | None) -> ClusterRef:
+        """This cluster with what the connection adds where nothing was given: its project and endpoint.
+
+        Checked like the rest: the connection's extra is as untrusted as any argument.
+        """
+        project = self.project_id or project_id
+        if not project:
+            raise ConfigurationError(
+                f"project_id is not set and connection {self.gcp_conn_id!r} names no project: pass "
+                "project_id=... or set the connection's project."
+            )
+        if not self.project_id:
+            check_project_id(project, field=f"the project of connection {self.gcp_conn_id!r}")
+        return dataclasses.replace(self, project_id=project, api_endpoint=self.api_endpoint or api_endpoint or None)
+
+    @property
+    def endpoint(self) -> str:
+        """``scheme://host[:port]`` the calls go to."""
+        return self.api_endpoint or default_endpoint(self.region)
+
+    @property
+    def resource_name(self) -> str:
+        return f"projects/{self.project_id}/locations/{self.region}/modelDevelopmentClusters/{self.cluster_id}"
+
+    @property
+    def url(self) -> str:
+        """The ``callSlurmRestApi`` URL, built and checked once, when the project is known."""
+        if not self._url:
+            raise ConfigurationError(
+                f"project_id=None: no project is known for cluster {self.cluster_id!r}; pass project_id=... "
+                "or set the connection's project."
+            )
+        return self._url
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The seven values under their documented argument names, as ``serialize()`` has always stored
+        them: one account as a string, a chain as a list (what JSON keeps)."""
+        values = {name: getattr(self, name) for name in CLUSTER_ARG_NAMES}
+        chain = self.impersonation_chain
+        values["impersonation_chain"] = None if chain is None else chain[0] if len(chain) == 1 else list(chain)
+        return values
+
+    def __str__(self) -> str:
+        return f"project={self.project_id} region={self.region} cluster_id={self.cluster_id}"
+
+
+def _chain(chain: object) -> tuple[str, ...] | None:
+    """``None``, or the service accounts as a tuple: one account given as a string is a chain of one."""
+    if chain is None or chain == "" or chain == ():
+        return None
+    accounts: Sequence[object] = (chain,) if isinstance(chain, str) else chain if isinstance(chain, Sequence) else ()
+    if not accounts or not all(isinstance(a, str) and a.strip() for a in accounts):
         raise ConfigurationError(
-            f"{field}={_shown(value)} is not a Slurm job id: give a positive whole number such as 4242 "
-            "(ASCII digits only; array tasks like '5_3' and steps like '5.1' are not job ids)."
-            + (f" {hint}" if hint else "")
+            f"impersonation_chain={chain!r} is not a service account or a list of them: give e.g. "
+            "'sa@my-project.iam.gserviceaccount.com' or a list whose last account is impersonated."
         )
-    return number
+    return tuple(str(a) for a in accounts)
 
 
-def default_endpoint(region: str) -> str:
-    return f"https://{check_region(region)}-aiplatform.googleapis.com"
+def cluster_ref(cluster: ClusterRef | None = None, **args: Unpack[ClusterArgs]) -> ClusterRef:
+    """``cluster``, or one made of the documented arguments; arguments given beside it override it."""
+    given: dict[str, Any] = {name: value for name, value in args.items() if value is not None}
+    unknown = set(given) - set(CLUSTER_ARG_NAMES)
+    if unknown:
+        raise TypeError(f"Not a cluster argument: {', '.join(sorted(unknown))}.")
+    if cluster is None:
+        if not given.get("region") or not given.get("cluster_id"):
+            raise ConfigurationError(
+                f"A cluster needs region and cluster_id (got region={args.get('region')!r}, "
+                f"cluster_id={args.get('cluster_id')!r}): give the training cluster's region and id."
+            )
+        return ClusterRef(**given)
+    return dataclasses.replace(cluster, **given) if given else cluster
 
 
-def default_host(region: str) -> str:
-    """The only host a call may go to when no ``api_endpoint`` is set."""
-    return f"{check_region(region)}-aiplatform.googleapis.com"
-
-
-def check_endpoint(endpoint: object) -> str:
-    """Return ``scheme://host[:port]`` without a trailing slash, or refuse the endpoint.
-
-    Refused: userinfo (``requests`` would swap the bearer token for Basic auth, and the password
-    would show in errors and in a trigger's serialized form), a query, a fragment, a path, and plain
-    ``http://`` to anything but a loopback IP literal or ``localhost`` (a token must never cross a
-    network in clear; other names, even ``localhost.localdomain``, resolve through DNS). Error
-    messages show only the scheme and host, never what was removed.
-    """
-    if not isinstance(endpoint, str) or "://" not in endpoint:
-        shown = _shown(_without_secrets(endpoint)) if isinstance(endpoint, str) else f"<a {type(endpoint).__name__}>"
-        raise ConfigurationError(f"api_endpoint={shown} is not a URL. {_ENDPOINT_EXAMPLE}")
-    scheme, _, rest = endpoint.partition("://")
-    if scheme.lower() not in ("http", "https"):
-        raise ConfigurationError(f"api_endpoint={_shown(_without_secrets(endpoint))} is not a URL. {_ENDPOINT_EXAMPLE}")
-    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
-    if "@" in authority:
-        host = authority.rpartition("@")[2]
-        raise ConfigurationError(
-            f"api_endpoint='{scheme}://<credentials removed>@{host}...' carries credentials before the host. "
-            "Remove them: the Google Cloud connection supplies the credentials (a bearer token). "
-            f"{_ENDPOINT_EXAMPLE}"
-        )
-    origin = f"{scheme}://{authority}"
-    if not endpoint.isascii() or any(c.isspace() or not c.isprintable() or c in "\\%" for c in endpoint):
-        raise ConfigurationError(
-            f"api_endpoint={_shown(origin)}... holds spaces, control or non-ASCII characters, '%' or '\\'. "
-            f"{_ENDPOINT_EXAMPLE}"
-        )
-    try:
-        parts = urlsplit(endpoint)
-    except ValueError:  # e.g. a bracketed host that is not an IPv6 address
-        raise ConfigurationError(f"api_endpoint={origin!r} is not a URL. {_ENDPOINT_EXAMPLE}") from None
-    if "?" in rest or "#" in rest:
-        raise ConfigurationError(
-            f"api_endpoint={origin!r} has a query or a fragment (removed from this message): give only "
-            f"scheme, host and port. {_ENDPOINT_EXAMPLE}"
-        )
-    if parts.path not in ("", "/"):
-        raise ConfigurationError(
-            f"api_endpoint={origin!r} has a path ({_shown(parts.path)}): give only scheme, host and port; "
-            f"the provider adds '/v1beta1/projects/...'. {_ENDPOINT_EXAMPLE}"
-        )
-    host = parts.hostname or ""
-    try:
-        port = parts.port
-    except ValueError:
-        port = -1
-    if parts.scheme not in ("http", "https") or not host or port == -1 or not _valid_host(host, authority):
-        raise ConfigurationError(f"api_endpoint={origin!r} is not a URL. {_ENDPOINT_EXAMPLE}")
-    if parts.scheme == "http" and not _is_loopback(host):
-        raise ConfigurationError(
-            f"api_endpoint={origin!r} uses plain http to a host that is not a loopback address; the bearer token "
-            "would travel unencrypted. Use https, or http only to 127.0.0.1 (127.0.0.0/8), [::1] or localhost."
-        )
-    return f"{parts.scheme}://{parts.netloc}"
-
-
-def _without_secrets(text: str) -> str:
-    """An endpoint as it may be shown: no query or fragment, nothing before an '@'."""
-    text = re.split(r"[?#]", text, maxsplit=1)[0]
-    return "<credentials removed>@" + text.rpartition("@")[2] if "@" in text else text
-
-
-def _valid_host(host: str, authority: str) -> bool:
-    if authority.startswith("["):
-        try:
-            return ipaddress.ip_address(host).version == 6
-        except ValueError:
-            return False
-    return bool(_HOST_RE.fullmatch(host))
-
-
-def _is_loopback(host: str) -> bool:
-    if host in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+__all__ = ["CLUSTER_ARG_NAMES", "ClusterArgs", "ClusterRef", "cluster_ref"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from airflow_provider_slurmapi.slurm.api_versions import served_by_text
-from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
+from airflow_provider_slurmapi.slurm.cluster import ClusterRef
 from airflow_provider_slurmapi.slurm.errors import (
     ClusterNotFoundError,
     ConfigurationError,

@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import copy
 import datetime
-import hashlib
-import hmac
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_slurmapi.slurm.errors import ConfigurationError
 from airflow_provider_slurmapi.slurm.slurm_time import SlurmTimeError, time_limit_field
+from airflow_provider_slurmapi.slurm.tag import carries_tag
 from airflow_provider_slurmapi.slurm.values import preview
 
 DEFAULT_WORKING_DIRECTORY = "/tmp"
 DEFAULT_ENVIRONMENT: tuple[str, ...] = ("PATH=/usr/local/bin:/usr/bin:/bin",)
-TAG_PREFIX = "airflow-ti="
 # Clocks of Airflow and slurmctld may differ by this much when submit times are compared.
 CLOCK_SKEW_SECONDS = 60
 
@@ -39,36 +37,6 @@ class PreparedSubmission:
     def job(self) -> dict[str, Any]:
         job: dict[str, Any] = self.payload["job"]
         return job
-
-
-def task_tag(dag_id: str, task_id: str, run_id: str, map_index: int = -1, *, key: bytes) -> str:
-    """A tag that names one Airflow task instance (all its tries) and that only this deployment can make.
-
-    It goes into the job's ``comment`` so that a retry, a restarted worker or a lost submit answer
-    can find the job this task instance already started, instead of starting a second copy. It is an
-    HMAC keyed with a secret of the Airflow deployment: another cluster user, who sees the dag, task
-    and run ids, can neither predict it nor pre-create a job that carries it.
-    """
-    if not key:
-        raise ConfigurationError(
-            "The key of the task tag is empty: a tag anyone can compute would let them steer tasks."
-        )
-    message = f"{dag_id}\x00{task_id}\x00{run_id}\x00{map_index}".encode()
-    digest = hmac.new(key, message, hashlib.sha256).hexdigest()
-    return f"{TAG_PREFIX}{digest[:32]}"
-
-
-def carries_tag(comment: str | None, tag: str) -> bool:
-    """Whether ``comment`` holds ``tag`` as a whole whitespace-separated token (never as a substring)."""
-    return bool(comment) and tag in str(comment).split()
-
-
-def task_comment(tag: str, dag_id: str, task_id: str, run_id: str, map_index: int = -1) -> str:
-    """The readable comment that carries ``tag`` (what ``squeue -o %k`` and ``sacct`` show)."""
-    where = f"airflow dag={dag_id} task={task_id} run={run_id}"
-    if map_index >= 0:
-        where += f" map={map_index}"
-    return f"{where} {tag}"
 
 
 def parse_time_limit(value: Any) -> dict[str, Any]:

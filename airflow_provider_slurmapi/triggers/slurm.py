@@ -24,10 +24,10 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS, redact_text
-from airflow_provider_slurmapi.slurm.cluster import check_job_id
-from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef, cluster_ref
+from airflow_provider_slurmapi.slurm.cluster import ClusterRef, cluster_ref
 from airflow_provider_slurmapi.slurm.errors import SlurmApiError, is_permanent
 from airflow_provider_slurmapi.slurm.job import SlurmJob
+from airflow_provider_slurmapi.slurm.validation import check_job_id
 from airflow_provider_slurmapi.slurm.watch import (
     DEFAULT_MISSING_GRACE_SECONDS,
     DEFAULT_OUTAGE_TOLERANCE_SECONDS,

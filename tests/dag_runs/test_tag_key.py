@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_slurmapi import tag_secret
-from airflow_provider_slurmapi.slurm.spec import TAG_PREFIX, task_tag
+from airflow_provider_slurmapi.slurm.tag import TAG_PREFIX, task_tag
 from tests.conftest import load_dag, run_dag
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
 from airflow_provider_slurmapi.slurm.errors import SignalOutcomeUnknownError
-from airflow_provider_slurmapi.slurm.results import CancelOutcome
+from airflow_provider_slurmapi.slurm.readers import CancelOutcome
 from tests.conftest import CLUSTER
 
 COUNTS_SIGUSR1 = "#!/bin/bash\ntrap 'echo got >> usr1-$SLURM_JOB_ID.txt' USR1\nwhile true; do sleep 0.1; done\n"

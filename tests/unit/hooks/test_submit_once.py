@@ -15,7 +15,8 @@ import pytest
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
 from airflow_provider_slurmapi.slurm.errors import UnauthenticatedError
 from airflow_provider_slurmapi.slurm.job_output import wrap_script
-from airflow_provider_slurmapi.slurm.spec import prepare_submission, task_comment, task_tag
+from airflow_provider_slurmapi.slurm.spec import prepare_submission
+from airflow_provider_slurmapi.slurm.tag import task_comment, task_tag
 from tests.conftest import CLUSTER, connection_uri_env
 
 LONG = "#!/bin/bash\nsleep 60\n"

@@ -15,7 +15,7 @@ from airflow_provider_slurmapi.slurm.errors import (
     RequestTooLargeError,
     SlurmError,
 )
-from airflow_provider_slurmapi.slurm.results import CancelOutcome
+from airflow_provider_slurmapi.slurm.readers import CancelOutcome
 from airflow_provider_slurmapi.slurm.states import JobState
 from tests.conftest import CLUSTER
 

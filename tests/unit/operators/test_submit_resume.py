@@ -23,7 +23,7 @@ except ImportError:  # Airflow 2.11
 
 def recorded_job(fixture: str, job_id: int = EARLIER, **fields: Any) -> dict[str, Any]:
     """A job as the trigger puts it in its event: Slurm's recorded record, read by our reader."""
-    from airflow_provider_slurmapi.slurm.results import read_live_job
+    from airflow_provider_slurmapi.slurm.readers import read_live_job
     from tests.unit.recorded_slurm import answer_of
 
     job = read_live_job(answer_of(fixture, f"/slurm/{API_VERSION}/job/{job_id}", job_id=job_id, **fields))

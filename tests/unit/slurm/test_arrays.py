@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from airflow_provider_slurmapi.slurm.array import ArrayView, parse_state_entry_id, parse_task_ids
 from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
 from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.results import (
+from airflow_provider_slurmapi.slurm.readers import (
     CancelOutcome,
     read_array_task_states,
     read_cancel,
@@ -238,7 +238,7 @@ def test_state_only_updates_keep_how_tasks_ended() -> None:
 def test_the_tasks_of_an_array_are_one_tagged_job() -> None:
     """A retry looking for its job by tag finds the array (all its tasks carry the tag), never a task
     taken for a second copy of the job."""
-    from airflow_provider_slurmapi.slurm.results import newest_tagged, own_tagged
+    from airflow_provider_slurmapi.slurm.tag import newest_tagged, own_tagged
 
     tag = "airflow-ti=abc"
     records = [

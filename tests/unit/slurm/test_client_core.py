@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import pytest
 
 from airflow_provider_slurmapi.slurm.client import PlanRun, SlurmClientBase, SlurmRequest
-from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
+from airflow_provider_slurmapi.slurm.cluster import ClusterRef
 from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
 from airflow_provider_slurmapi.slurm.errors import InvalidArgumentError, SlurmApiError, TransientApiError
 from airflow_provider_slurmapi.slurm.job import SlurmJob

@@ -18,7 +18,7 @@ from airflow_provider_slurmapi.slurm.errors import (
     UnauthenticatedError,
     is_permanent,
 )
-from airflow_provider_slurmapi.slurm.results import read_partition_names, read_submit
+from airflow_provider_slurmapi.slurm.readers import read_partition_names, read_submit
 from tests.fixtures import fixture_body, fixture_status
 
 

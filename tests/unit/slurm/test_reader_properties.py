@@ -26,11 +26,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
+from airflow_provider_slurmapi.slurm.cluster import ClusterRef
 from airflow_provider_slurmapi.slurm.envelope import SlurmResponse, parse_envelope
 from airflow_provider_slurmapi.slurm.errors import SlurmApiError, SlurmError
 from airflow_provider_slurmapi.slurm.job import SlurmJob, describe_transition, record_job_id
-from airflow_provider_slurmapi.slurm.results import (
+from airflow_provider_slurmapi.slurm.readers import (
     CancelOutcome,
     SubmitResult,
     read_cancel,

@@ -7,10 +7,8 @@ import pytest
 from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
 from airflow_provider_slurmapi.slurm.errors import JobNotFoundError, SlurmError
 from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.results import (
+from airflow_provider_slurmapi.slurm.readers import (
     CancelOutcome,
-    newest_tagged,
-    own_tagged,
     read_cancel,
     read_history_job,
     read_job_states,
@@ -18,6 +16,7 @@ from airflow_provider_slurmapi.slurm.results import (
     read_live_job,
     read_submit,
 )
+from airflow_provider_slurmapi.slurm.tag import newest_tagged, own_tagged
 from airflow_provider_slurmapi.slurm.watch import JobWatch
 from tests.fixtures import fixture_body, fixture_job_id, fixture_status
 

@@ -7,15 +7,9 @@ import datetime
 import pytest
 
 from airflow_provider_slurmapi.slurm.errors import ConfigurationError, UnsupportedApiVersionError
-from airflow_provider_slurmapi.slurm.spec import (
-    DEFAULT_WORKING_DIRECTORY,
-    carries_tag,
-    parse_time_limit,
-    prepare_submission,
-    task_comment,
-    task_tag,
-)
-from airflow_provider_slurmapi.slurm.versions import SUPPORTED_API_VERSIONS, SlurmPaths
+from airflow_provider_slurmapi.slurm.paths import SUPPORTED_API_VERSIONS, SlurmPaths
+from airflow_provider_slurmapi.slurm.spec import DEFAULT_WORKING_DIRECTORY, parse_time_limit, prepare_submission
+from airflow_provider_slurmapi.slurm.tag import carries_tag, task_comment, task_tag
 
 SCRIPT = "#!/bin/bash\necho hi\n"
 

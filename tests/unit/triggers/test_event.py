@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.results import read_live_job
+from airflow_provider_slurmapi.slurm.readers import read_live_job
 from airflow_provider_slurmapi.triggers.event import (
     JobErrorEvent,
     JobFinishedEvent,

@@ -17,7 +17,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_slurmapi.slurm.array import ArrayView, parse_state_entry_id
@@ -29,7 +29,6 @@ from airflow_provider_slurmapi.slurm.errors import (
     refused_submit,
 )
 from airflow_provider_slurmapi.slurm.job import SlurmJob, record_job_id, slurm_number
-from airflow_provider_slurmapi.slurm.spec import carries_tag
 from airflow_provider_slurmapi.slurm.states import JobStateInfo, is_job_state_shape, parse_job_state
 from airflow_provider_slurmapi.slurm.values import as_int, clean_text, preview
 
@@ -182,37 +181,6 @@ def read_cancel(response: SlurmResponse) -> CancelOutcome:
         return CancelOutcome.UNKNOWN_JOB
     response.raise_for_errors()
     return CancelOutcome.CANCELLED
-
-
-def own_tagged(jobs: Iterable[SlurmJob], tag: str, *, user: str, since: int | None = None) -> list[SlurmJob]:
-    """The jobs of ``user`` that carry ``tag`` as an exact token, oldest first, one record each.
-
-    ``user`` is the caller's own Linux account (:func:`caller_user`): the Slurm Job API runs every call
-    as it, so every job this deployment submitted is owned by it. A job of anyone else is never ours,
-    whatever its comment says: another cluster user can copy a tag from a visible comment, and the
-    history may keep no comments to tell the copy from the original. ``since`` (Unix time) drops jobs
-    submitted before it (e.g. a failed job of an earlier try, when looking for a lost submit).
-    """
-    if not user:
-        raise ValueError("own_tagged needs the caller's user: a tagged job is adopted only from its own user")
-    by_id: dict[int, SlurmJob] = {}
-    for job in jobs:
-        if job.user != user or not carries_tag(job.comment, tag):
-            continue
-        if since is not None and job.submit_time is not None and job.submit_time < since:
-            continue
-        # Every task of an array carries the tag: the array is one job, known by the array's id.
-        key = job.array_job_id or job.job_id
-        if key != job.job_id:
-            job = replace(job, job_id=key)
-        by_id.setdefault(key, job)
-    return [by_id[job_id] for job_id in sorted(by_id)]
-
-
-def newest_tagged(jobs: Iterable[SlurmJob], tag: str, *, user: str, since: int | None = None) -> SlurmJob | None:
-    """The most recent job of ``user`` carrying ``tag`` (see :func:`own_tagged`)."""
-    found = own_tagged(jobs, tag, user=user, since=since)
-    return found[-1] if found else None
 
 
 def caller_user(response: SlurmResponse) -> str | None:

@@ -18,7 +18,7 @@ from airflow_provider_slurmapi.slurm.api_versions import (
     check_api_version,
     traits,
 )
-from airflow_provider_slurmapi.slurm.cluster import check_job_id
+from airflow_provider_slurmapi.slurm.validation import check_job_id
 
 # The default: negotiate (see api_versions.NEGOTIATE); kept under its old name for callers.
 DEFAULT_API_VERSION = NEGOTIATE
