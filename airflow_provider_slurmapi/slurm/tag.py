@@ -11,9 +11,12 @@ import hashlib
 import hmac
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from airflow_provider_slurmapi.slurm.errors import ConfigurationError
-from airflow_provider_slurmapi.slurm.job import SlurmJob
+
+if TYPE_CHECKING:  # job.py reads sbatch.py, which reads spec.py, which reads this module
+    from airflow_provider_slurmapi.slurm.job import SlurmJob
 
 TAG_PREFIX = "airflow-ti="
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_slurmapi.slurm import results
+from airflow_provider_slurmapi.slurm import readers
 from airflow_provider_slurmapi.slurm.cluster import ClusterRef
 from airflow_provider_slurmapi.slurm.envelope import SlurmResponse, parse_envelope
 from airflow_provider_slurmapi.slurm.errors import (
@@ -296,7 +296,7 @@ def test_jobs_that_is_not_a_list_is_a_malformed_answer(jobs: Any) -> None:
 def test_a_bad_record_is_logged_once_not_on_every_poll(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(results, "_skipped_records", SkippedRecords())  # forget what other tests reported
+    monkeypatch.setattr(readers, "_skipped_records", SkippedRecords())  # forget what other tests reported
     answer = envelope({"jobs": [{**live_record(77), "job_state": 5}, live_record(1), {"job_id": None}]})
     with caplog.at_level(logging.WARNING, logger="airflow_provider_slurmapi.slurm.readers"):
         for _ in range(5):
