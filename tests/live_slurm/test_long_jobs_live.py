@@ -97,13 +97,24 @@ def cleanup(lab: Lab) -> Iterator[list[int]]:
 
 
 def preempt_with_a_high_tier_job(lab: Lab, name: str, high: list[int]) -> Callable[[int], None]:
-    """The admin's action: submit a job of the higher tier that needs the node's CPUs (its id into ``high``),
-    so Slurm preempts the low-tier job."""
+    """The admin's action: submit a job of the higher tier that needs the node's CPUs (its id appended to
+    ``high``, e.g. the test's cleanup), so Slurm preempts the low-tier job."""
 
     def preempt(job_id: int) -> None:
         high.append(lab.submit("#!/bin/bash\nsleep 2\n", name=f"{name}-high", partition="high", minimum_cpus=2))
 
     return preempt
+
+
+def run_while_the_admin_acts(
+    lab: Lab, name: str, action: Callable[[int], None], cleanup: list[int], capfd: pytest.CaptureFixture[str]
+) -> tuple[DagResult, int]:
+    """The ``requeue`` DAG, run while ``action`` hits its job once it RUNS; the job is cancelled at the end."""
+    admin = Admin(lab, name, action)
+    result = run_dag_capture(load_dag(DAG_FILE, "requeue"), capfd)
+    job_id = admin.join()
+    cleanup.append(job_id)
+    return result, job_id
 
 
 def requeue_lines(log: str, job_id: int) -> list[str]:
@@ -135,10 +146,9 @@ def test_an_admin_requeue_is_waited_out_on_the_same_job(
 ) -> None:
     if not mode and os.environ.get("SLURM_LIVE_FULL") != "1":
         pytest.skip(SYNC_SKIPPED)
-    admin = Admin(lab, name, lambda job_id: in_lab("scontrol", "requeue", str(job_id)))
-    result = run_dag_capture(load_dag(DAG_FILE, "requeue"), capfd)
-    job_id = admin.join()
-    cleanup.append(job_id)
+    result, job_id = run_while_the_admin_acts(
+        lab, name, lambda job_id: in_lab("scontrol", "requeue", str(job_id)), cleanup, capfd
+    )
     assert_waited_to_the_end(result, lab, job_id)
 
 
@@ -153,11 +163,9 @@ def test_a_preempted_job_is_requeued_and_waited_out(
     if not mode and os.environ.get("SLURM_LIVE_FULL") != "1":
         pytest.skip(SYNC_SKIPPED)
     monkeypatch.setenv("SLURMAPI_LONG_PARTITION", "low")
-    high: list[int] = []
-    admin = Admin(lab, name, preempt_with_a_high_tier_job(lab, name, high))
-    result = run_dag_capture(load_dag(DAG_FILE, "requeue"), capfd)
-    job_id = admin.join()
-    cleanup.extend([job_id, *high])
+    result, job_id = run_while_the_admin_acts(
+        lab, name, preempt_with_a_high_tier_job(lab, name, cleanup), cleanup, capfd
+    )
     assert_waited_to_the_end(result, lab, job_id)
     _status, body = lab.call("GET", f"/slurmdb/{V}/job/{job_id}")
     runs = [run["state"]["current"] for run in body["jobs"]]
@@ -175,11 +183,9 @@ def test_a_job_without_requeue_ends_as_slurm_says_when_preempted(
     monkeypatch.setenv("SLURMAPI_LONG_PARTITION", "low")
     monkeypatch.setenv("SLURMAPI_LONG_REQUEUE", "false")
     monkeypatch.setenv("SLURMAPI_LONG_SECONDS", "60")
-    high: list[int] = []
-    admin = Admin(lab, name, preempt_with_a_high_tier_job(lab, name, high))
-    result = run_dag_capture(load_dag(DAG_FILE, "requeue"), capfd)
-    job_id = admin.join()
-    cleanup.extend([job_id, *high])
+    result, job_id = run_while_the_admin_acts(
+        lab, name, preempt_with_a_high_tier_job(lab, name, cleanup), cleanup, capfd
+    )
     record = lab.final(job_id, timeout=60)
     assert record.raw.get("restart_cnt", 0) == 0 and record.state != "COMPLETED", record
     assert result.tasks == {"job": "failed"}, result.log[-4000:]
