@@ -132,7 +132,9 @@ DEPLOYMENT_BY_VERSION ?= providers_list or trigger_lines_in_the_log or mark_fail
 DEPLOYMENT_AIRFLOW2105 ?= providers_list or trigger_lines_in_the_log or mark_failed_while_deferred \
 	or triggerer_sigterm_and_restart
 
-# Each stage of `make test` prints its wall time ("CI time: NAME Ns"), so a slow part shows in the log.
+# Each stage of `make test` prints its wall time ("CI time: NAME Ns"), so a slow part shows in the log;
+# the real-Slurm suites also list their slowest tests (they wait on Slurm, so that is where time goes).
+DURATIONS ?= --durations=15 --durations-min=20
 TIMED = @start=$$(date +%s); status=0; $(2) || status=$$?; \
 	echo "CI time: $(1) $$(( $$(date +%s) - start ))s"; exit $$status
 
@@ -145,7 +147,7 @@ TIMED = @start=$$(date +%s); status=0; $(2) || status=$$?; \
 test: install slurm-lab-up
 	$(call TIMED,lint,$(MAKE) --no-print-directory lint)
 	$(call TIMED,unit-emulator-dag-runs,$(PY) -m pytest -q -p no:cacheprovider $(XDIST) $(COV) -m "not slurm and not deployment")
-	$(call TIMED,slurm,eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider -m "slurm and not deployment")
+	$(call TIMED,slurm,eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider $(DURATIONS) -m "slurm and not deployment")
 	$(call TIMED,slurm-26.05,$(MAKE) --no-print-directory test-slurm-26)
 	$(call TIMED,deployment-3.3,$(MAKE) --no-print-directory test-deployment)
 	$(call TIMED,deployment-3.2+airflow-2.11,$(MAKE) --no-print-directory -j2 --output-sync=target test-deployment-airflow3x test-airflow2)
@@ -218,7 +220,7 @@ SLURM26_TESTS ?= tests/live_slurm/test_versions_envelopes.py tests/live_slurm/te
 test-slurm-26: install
 	SLURM_LAB_SLURM=26.05 scripts/slurm-lab up
 	@export SLURM_LAB_SLURM=26.05 SLURM_LIVE_API_VERSION=auto && eval "$$(scripts/slurm-lab env)" && \
-		$(PY) -m pytest -q -p no:cacheprovider -m slurm $(SLURM26_TESTS)
+		$(PY) -m pytest -q -p no:cacheprovider $(DURATIONS) -m slurm $(SLURM26_TESTS)
 
 # The shell scripts shellcheck reads (the pre-commit hook picks the same by their shebang).
 SHELL_SCRIPTS ?= scripts/slurm-lab .ci/run $(wildcard scripts/*.sh .ci/*.sh)

@@ -22,16 +22,17 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from bench.emulator_proc import run_in_airflow_home  # noqa: E402
+
 CLUSTER = {"project_id": "bench-project", "region": "us-central1", "cluster_id": "bench-cluster"}
 # Every job waits for the file "go" in its working directory (made once the watch has begun), then runs 1 s.
 SCRIPT = "#!/bin/sh\nwhile [ ! -e go ]; do sleep 0.2; done\nsleep 1\n"
@@ -44,17 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--throttle", type=int, default=100)
     parser.add_argument("--interval", type=float, default=0.5)
     args = parser.parse_args(argv)
-    tmp = Path(tempfile.mkdtemp(prefix="slurmapi-bench-array-"))
-    os.environ.update(
-        AIRFLOW_HOME=str(tmp / "airflow-home"),
-        AIRFLOW__CORE__LOAD_EXAMPLES="False",
-        AIRFLOW__LOGGING__LOGGING_LEVEL="WARNING",
-    )
-    os.environ.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
-    try:
-        return asyncio.run(_bench(tmp, args))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return run_in_airflow_home("slurmapi-bench-array-", lambda tmp: _bench(tmp, args))
 
 
 async def _watch(emulator: Any, key: Any, ids: list[int], interval: float, gate: Path) -> dict[str, Any]:

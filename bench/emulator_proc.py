@@ -5,12 +5,15 @@ Only ``requests`` and the standard library here: the orchestrator must not impor
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +29,22 @@ CLUSTER_ID = "bench-cluster"
 STATIC_TOKEN = "bench-static-token"  # for the orchestrator's own submits; the clients use the key file
 CONTROL_HEADER = "X-Emulator-Control-Token"
 CONTROL_TOKEN_FILE_ENV = "SLURMAPI_EMULATOR_CONTROL_TOKEN_FILE"  # tells a case process where the token is
+
+
+def run_in_airflow_home(prefix: str, bench: Callable[[Path], Coroutine[Any, Any, int]]) -> int:
+    """``asyncio.run(bench(tmp))`` in a throwaway directory that is also Airflow's home (no examples, warnings
+    only, no ambient Google credentials): what every client-side benchmark needs; removed afterwards."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    os.environ.update(
+        AIRFLOW_HOME=str(tmp / "airflow-home"),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__LOGGING__LOGGING_LEVEL="WARNING",
+    )
+    os.environ.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
+    try:
+        return asyncio.run(bench(tmp))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def control_headers(token_file: Path | str | None = None) -> dict[str, str]:

@@ -15,13 +15,13 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from bench.emulator_proc import run_in_airflow_home  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,17 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     sizes = [int(n) for n in args.n.split(",")]
-    tmp = Path(tempfile.mkdtemp(prefix="slurmapi-bench-progress-"))
-    os.environ.update(
-        AIRFLOW_HOME=str(tmp / "airflow-home"),
-        AIRFLOW__CORE__LOAD_EXAMPLES="False",
-        AIRFLOW__LOGGING__LOGGING_LEVEL="WARNING",
-    )
-    os.environ.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
-    try:
-        return asyncio.run(_bench(tmp, sizes, args.rounds))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return run_in_airflow_home("slurmapi-bench-progress-", lambda tmp: _bench(tmp, sizes, args.rounds))
 
 
 async def _bench(tmp: Path, sizes: list[int], rounds: int) -> int:

@@ -14,16 +14,15 @@ what the project's API quota would be charged.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from bench.emulator_proc import run_in_airflow_home  # noqa: E402
 
 # Goal: the restart's calls do not grow with N (at most this many, chunks of jobs/state included).
 GOAL_MAX_CALLS = 4
@@ -34,17 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", default="1,100,1000")
     args = parser.parse_args(argv)
     sizes = [int(n) for n in args.n.split(",")]
-    tmp = Path(tempfile.mkdtemp(prefix="slurmapi-bench-restart-"))
-    os.environ.update(
-        AIRFLOW_HOME=str(tmp / "airflow-home"),
-        AIRFLOW__CORE__LOAD_EXAMPLES="False",
-        AIRFLOW__LOGGING__LOGGING_LEVEL="WARNING",
-    )
-    os.environ.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
-    try:
-        return asyncio.run(_bench(tmp, sizes))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return run_in_airflow_home("slurmapi-bench-restart-", lambda tmp: _bench(tmp, sizes))
 
 
 async def _bench(tmp: Path, sizes: list[int]) -> int:

@@ -9,31 +9,14 @@ from typing import Any
 import pytest
 
 from tests.conftest import connection_uri_env, load_dag, run_dag
-from tests.dag_runs.test_watchers import submit
+from tests.dag_runs.test_watchers import submit, xcom
 
 LINE = re.compile(r"Slurm job (\d+) accounting: [^\n]*? times\.")
 
 
 def job_xcom(dag_id: str, task_id: str) -> Any:
     """The newest ``slurm_job`` XCom of a task, read from the metadata database."""
-    from airflow.utils.session import create_session
-
-    try:
-        from airflow.models.xcom import XComModel as XCom
-    except ImportError:  # Airflow 2.11
-        from airflow.models.xcom import XCom  # type: ignore[no-redef]
-
-        deserialize = lambda row: row.value  # noqa: E731
-    else:
-        deserialize = XCom.deserialize_value
-    with create_session() as session:
-        row = (
-            session.query(XCom)
-            .filter_by(dag_id=dag_id, task_id=task_id, key="slurm_job")
-            .order_by(XCom.timestamp.desc())
-            .first()
-        )
-        return None if row is None else deserialize(row)
+    return xcom(dag_id, task_id, "slurm_job")
 
 
 @pytest.fixture(params=[True, False], ids=["deferrable", "sync"])

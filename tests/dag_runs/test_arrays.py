@@ -10,6 +10,7 @@ import pytest
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
 from tests.conftest import CLUSTER, load_dag, run_dag
+from tests.dag_runs.test_watchers import xcom
 
 
 @pytest.fixture(params=[True, False], ids=["deferrable", "sync"])
@@ -20,24 +21,7 @@ def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> boo
 
 def slurm_job_xcom(dag_id: str, task_id: str = "job") -> Any:
     """The newest ``slurm_job`` XCom of a task, read from the metadata database."""
-    from airflow.utils.session import create_session
-
-    try:
-        from airflow.models.xcom import XComModel as XCom
-    except ImportError:  # Airflow 2.11: the value column holds the value itself
-        from airflow.models.xcom import XCom  # type: ignore[no-redef]
-
-        deserialize = lambda row: row.value  # noqa: E731
-    else:
-        deserialize = XCom.deserialize_value
-    with create_session() as session:
-        row = (
-            session.query(XCom)
-            .filter_by(dag_id=dag_id, task_id=task_id, key="slurm_job")
-            .order_by(XCom.timestamp.desc())
-            .first()
-        )
-        return None if row is None else deserialize(row)
+    return xcom(dag_id, task_id, "slurm_job")
 
 
 def tasks_of(emulator: Any, name: str) -> dict[int, dict[str, Any]]:

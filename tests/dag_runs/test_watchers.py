@@ -15,8 +15,8 @@ def submit(emulator: Any, script: str) -> int:
     return SlurmApiHook(**CLUSTER).submit_job(job, script).job_id
 
 
-def xcom(dag_id: str, task_id: str) -> Any:
-    """The newest return value of a task, read from the metadata database."""
+def xcom(dag_id: str, task_id: str, key: str = "return_value") -> Any:
+    """The newest XCom ``key`` of a task (its return value by default), read from the metadata database."""
     from airflow.utils.session import create_session
 
     try:
@@ -30,7 +30,7 @@ def xcom(dag_id: str, task_id: str) -> Any:
     with create_session() as session:
         row = (
             session.query(XCom)
-            .filter_by(dag_id=dag_id, task_id=task_id, key="return_value")
+            .filter_by(dag_id=dag_id, task_id=task_id, key=key)
             .order_by(XCom.timestamp.desc())
             .first()
         )

@@ -162,7 +162,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             {"job": job_desc(cwd, name="t_held", hold=True, script="#!/bin/bash\nsleep 1\n")},
         )
         w.ids["H"] = answer.body["job_id"]
-        time.sleep(0.1)
+        wait_until(lambda: client.job(w.ids["H"]).jobs[0]["state_reason"] == "JobHeldUser")
         w.answers["H_pending"] = client.job(w.ids["H"])
         w.answers["jobs_all"] = client.call("GET", f"/slurm/{V}/jobs/")
         w.answers["cancel_B"] = client.cancel(w.ids["B"])

@@ -96,7 +96,9 @@ def test_time_limit_gives_timeout(make_emulator: Callable[..., EmulatorHandle]) 
 
 def test_held_job_stays_pending_costs_no_process_and_cancels(client: Client, emu: EmulatorHandle) -> None:
     job_id = client.submit_id(hold=True, script=SLEEP)
-    time.sleep(0.3)
+    later = client.submit_id(script=SLEEP)
+    emu.wait_for_state(later, "RUNNING")  # the scheduler has been past the held job
+    client.cancel(later)
     assert client.state(job_id) == ["PENDING"]
     assert emu.jobs()[0]["pid"] is None
     assert client.cancel(job_id).body["status"] == []
@@ -175,12 +177,15 @@ def test_no_job_process_outlives_the_emulator(tmp_path: Path) -> None:
         emu.wait_for_state(first, "RUNNING")
         wait_until(lambda: (pids / f"{first}.child").exists())
         client.cancel(first)  # the second job is being started while the emulator stops
-    time.sleep(0.3)
-    alive = []
-    for path in pids.iterdir():
-        text = path.read_text().strip()
-        if text and Path(f"/proc/{text}").exists():
-            state = Path(f"/proc/{text}/stat").read_text().split()[2]
-            if state != "Z":
-                alive.append(text)
-    assert alive == []
+
+    def alive() -> list[str]:
+        found = []
+        for path in pids.iterdir():
+            text = path.read_text().strip()
+            if text and Path(f"/proc/{text}").exists():
+                state = Path(f"/proc/{text}/stat").read_text().split()[2]
+                if state != "Z":
+                    found.append(text)
+        return found
+
+    wait_until(lambda: alive() == [], timeout=5)  # SIGKILL kill_wait (0.2 s) after SIGTERM

@@ -129,7 +129,7 @@ def test_submit_held_job(client: Client, emu: EmulatorHandle) -> None:
     assert answer.body["warnings"][0]["description"] == (
         "Job submission resulted in non-zero return code: Job is in held state, pending scheduler release"
     )
-    time.sleep(0.2)
+    emu.wait_for_state(client.submit_id(script=SLEEP), "RUNNING")  # the scheduler has been past the held job
     job = client.job(1).jobs[0]
     assert (job["job_state"], job["state_reason"], job["hold"]) == (["PENDING"], "JobHeldUser", True)
     assert job["priority"]["number"] == 0
@@ -297,13 +297,17 @@ def test_jobs_list_and_update_time(client: Client, emu: EmulatorHandle) -> None:
     assert [j["job_id"] for j in answer.jobs] == [first, second]
     assert client.call("GET", f"/slurm/{V}/jobs").jobs  # without the trailing slash too
     emu.wait_for_state(second, "RUNNING")
-    time.sleep(0.1)
-    last = client.call("GET", f"/slurm/{V}/jobs/").body["last_update"]["number"]
+
+    def unchanged_since_last_update() -> int | None:
+        last = client.call("GET", f"/slurm/{V}/jobs/").body["last_update"]["number"]
+        return last if client.call("GET", f"/slurm/{V}/jobs/?update_time={last}").jobs == [] else None
+
+    last = wait_until(unchanged_since_last_update)
     answer = client.call("GET", f"/slurm/{V}/jobs/?update_time={last}")
     assert answer.slurm_status == 200 and answer.jobs == []
     assert answer.body["warnings"][0]["description"].startswith(f"No job changes since update_time[{last}]=")
     assert len(client.call("GET", f"/slurm/{V}/jobs/?update_time={last - 1}").jobs) == 2
-    time.sleep(1.05)
+    time.sleep(1.05)  # update_time counts whole seconds: the cancel must fall in a later one
     client.cancel(first)
     assert len(client.call("GET", f"/slurm/{V}/jobs/?update_time={last}").jobs) == 2
 

@@ -23,7 +23,8 @@ LAB_SCRIPT = REPO / "scripts" / "slurm-lab"
 # The Slurm release of the lab (scripts/slurm-lab's SLURM_LAB_SLURM) and its default directory.
 SLURM_RELEASE = os.environ.get("SLURM_LAB_SLURM", "24.11")
 _DEFAULT_LAB_DIR = "/var/tmp/slurmapi-lab" if SLURM_RELEASE == "24.11" else f"/var/tmp/slurmapi-lab-{SLURM_RELEASE}"
-LAB_CHROOT_TMP = Path(os.environ.get("SLURM_LAB_DIR", _DEFAULT_LAB_DIR)) / "chroot" / "tmp"
+LAB_DIR = Path(os.environ.get("SLURM_LAB_DIR", _DEFAULT_LAB_DIR))
+LAB_CHROOT_TMP = LAB_DIR / "chroot" / "tmp"
 # The version of the suite's own raw calls: every release from 24.11 to 26.05 serves v0.0.42.
 V = "v0.0.42"
 # The version the provider speaks in the scenarios (SLURM_LIVE_API_VERSION: "auto" or v0.0.NN);
@@ -221,6 +222,17 @@ class Lab:
         """The job's stdout file (cwd /tmp inside the chroot)."""
         path = LAB_CHROOT_TMP / f"slurm-{job_id}.out"
         return path.read_text() if path.exists() else ""
+
+
+def in_lab(*command: str, timeout: float = 120) -> str:
+    """A command as root in the lab (scontrol, scancel): what an administrator does; its stdout."""
+    chroot = LAB_DIR / "chroot"
+    prefix = ["chroot", str(chroot)] if chroot.is_dir() else []
+    env = ["/usr/bin/env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
+    env.append("SLURM_CONF=/etc/slurm/slurm.conf")
+    done = subprocess.run([*prefix, *env, *command], capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
+    return done.stdout
 
 
 def _parse_env(text: str) -> dict[str, str]:

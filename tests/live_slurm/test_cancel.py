@@ -70,6 +70,14 @@ def test_execution_timeout_cancels_the_job_through_on_kill(
         assert "Job is in held state" in result.log
 
 
+def state_polls(gateway: Any, job_id: int) -> int:
+    """How many ``jobs/state`` calls for ``job_id`` the gateway has seen (the trigger's polls)."""
+    return sum(
+        "/jobs/state/" in (call.get("path") or "") and str(job_id) in re.findall(r"job_id=(\d+)", call["path"])
+        for call in gateway.calls()["last"]
+    )
+
+
 def _cancel_when(gateway: Any, hook: Any, lab: Lab, name: str, since: int, state: str, done: dict[str, Any]) -> None:
     """In a thread: find the newest job called ``name`` submitted after ``since``; once it is in ``state``
     and the trigger polls it (a ``jobs/state`` call for it reached the gateway), cancel it."""
@@ -79,11 +87,7 @@ def _cancel_when(gateway: Any, hook: Any, lab: Lab, name: str, since: int, state
         if ids:
             job_id = max(ids)
             record = lab.job(job_id)
-            polled = any(
-                "/jobs/state/" in (call.get("path") or "") and str(job_id) in re.findall(r"job_id=(\d+)", call["path"])
-                for call in gateway.calls()["last"]
-            )
-            if record is not None and record.state == state and polled:
+            if record is not None and record.state == state and state_polls(gateway, job_id):
                 done["job_id"] = job_id
                 done["outcome"] = hook.cancel_job(job_id).value
                 return
@@ -147,7 +151,11 @@ async def test_trigger_on_kill_cancels_the_running_job(gateway: Any, lab: Lab) -
         )
         events = trigger.run()
         waiting = asyncio.ensure_future(anext(events))
-        await asyncio.sleep(1.5)
+        deadline = time.monotonic() + 60
+        while state_polls(gateway, job_id) < 3:  # it has seen the job RUNNING, polls apart, and kept waiting
+            assert not waiting.done(), f"the trigger fired while the job runs: {waiting.result()}"
+            assert time.monotonic() < deadline, "the trigger never polled the job"
+            await asyncio.sleep(0.1)
         assert not waiting.done(), f"the trigger fired while the job runs: {waiting.result()}"
         await trigger.on_kill()
         event = await asyncio.wait_for(waiting, 60)

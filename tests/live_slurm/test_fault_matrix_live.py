@@ -6,13 +6,13 @@ here a few of its faults run a scenario DAG against the lab through a gateway of
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import connection_uri_env, load_dag, run_dag
+from tests.dag_runs.faults.test_fault_matrix import wait_until_late_call_carried_out
 from tests.live_slurm.lab import Lab
 
 pytestmark = pytest.mark.slurm
@@ -51,7 +51,7 @@ def test_real_slurm_through_faulty_gateway_keeps_one_job(
     gateway.add_fault(fault)
     state, tasks = run_dag(dag)
     if fault.startswith("late="):
-        time.sleep(3)  # a late submit lands at most 3 s after it was sent
+        wait_until_late_call_carried_out(gateway)
     assert state == "success", tasks
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
 

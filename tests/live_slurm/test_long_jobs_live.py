@@ -3,9 +3,10 @@ a job that can never start fails its task at once, and ``pending_timeout`` cance
 
 What the lab (Slurm 24.11.5) shows, read by the tests below: after ``scontrol requeue``, a preemption
 (``PreemptMode=REQUEUE``, partitions ``low`` and ``high``) or a ``NODE_FAIL`` the live record goes from
-RUNNING to ``PENDING`` (first ``PENDING+COMPLETING``, reason ``None``, then ``BeginTime`` for about two
-minutes), ``restart_cnt`` grows by one, and no REQUEUED flag shows in the live queue; the history keeps
-one record per run, the earlier one ``PENDING+REQUEUED``, ``PREEMPTED`` or ``NODE_FAIL``.
+RUNNING to ``PENDING`` (first ``PENDING+COMPLETING``, reason ``None``, then ``BeginTime`` until the lab's
+``cred_expire`` has passed: 20 s here, Slurm's default 120 s), ``restart_cnt`` grows by one, and no REQUEUED
+flag shows in the live queue; the history keeps one record per run, the earlier one ``PENDING+REQUEUED``,
+``PREEMPTED`` or ``NODE_FAIL``.
 
 The node-failure test takes the lab's only node down, which kills every job running on it: it runs only
 on a lab of its own (``SLURM_LAB_EXCLUSIVE=1``, e.g. ``SLURM_LAB_DIR=/var/tmp/slurmapi-lab-mine``).
@@ -28,7 +29,7 @@ import pytest
 from tests.conftest import DAGS_FOLDER, load_dag
 from tests.dag_runs.test_fail_fast import run_with_retries
 from tests.live_slurm.conftest import DagResult, run_dag_capture
-from tests.live_slurm.lab import Lab, V
+from tests.live_slurm.lab import LAB_DIR, Lab, V, in_lab
 
 pytestmark = pytest.mark.slurm
 
@@ -37,20 +38,9 @@ _link = DAGS_FOLDER / DAG_FILE
 if not _link.exists():
     _link.symlink_to(Path(__file__).resolve().parent / "dag_files" / DAG_FILE)
 
-LAB_DIR = Path(os.environ.get("SLURM_LAB_DIR", "/var/tmp/slurmapi-lab"))
-# A requeued job is eligible again ~2 minutes later (BeginTime): the budget of one run, queue included.
+# A requeued job is eligible again cred_expire later (BeginTime; 20 s in the lab, Slurm's default 120 s, and an
+# older lab may still run with it): the budget of one run, queue included.
 REQUEUE_BUDGET = 420
-
-
-def in_lab(*command: str) -> str:
-    """A command as root in the lab (scontrol, sbatch): what an administrator does."""
-    chroot = LAB_DIR / "chroot"
-    prefix = ["chroot", str(chroot)] if chroot.is_dir() else []
-    env = ["/usr/bin/env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
-    env.append("SLURM_CONF=/etc/slurm/slurm.conf")
-    done = subprocess.run([*prefix, *env, *command], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
-    return done.stdout
 
 
 def job_by_name(lab: Lab, name: str) -> dict[str, Any] | None:
@@ -106,6 +96,27 @@ def cleanup(lab: Lab) -> Iterator[list[int]]:
         lab.cancel(job_id)
 
 
+def preempt_with_a_high_tier_job(lab: Lab, name: str, high: list[int]) -> Callable[[int], None]:
+    """The admin's action: submit a job of the higher tier that needs the node's CPUs (its id appended to
+    ``high``, e.g. the test's cleanup), so Slurm preempts the low-tier job."""
+
+    def preempt(job_id: int) -> None:
+        high.append(lab.submit("#!/bin/bash\nsleep 2\n", name=f"{name}-high", partition="high", minimum_cpus=2))
+
+    return preempt
+
+
+def run_while_the_admin_acts(
+    lab: Lab, name: str, action: Callable[[int], None], cleanup: list[int], capfd: pytest.CaptureFixture[str]
+) -> tuple[DagResult, int]:
+    """The ``requeue`` DAG, run while ``action`` hits its job once it RUNS; the job is cancelled at the end."""
+    admin = Admin(lab, name, action)
+    result = run_dag_capture(load_dag(DAG_FILE, "requeue"), capfd)
+    job_id = admin.join()
+    cleanup.append(job_id)
+    return result, job_id
+
+
 def requeue_lines(log: str, job_id: int) -> list[str]:
     return re.findall(rf"Slurm job {job_id} (?:was|has been) requeued[^\n]*", log)
 
@@ -123,11 +134,11 @@ def assert_waited_to_the_end(result: DagResult, lab: Lab, job_id: int) -> None:
     assert result.xcom("job") == job_id
 
 
-# A requeued job is eligible again only about 2 minutes later (Slurm's BeginTime): each of these tests
-# waits that out. The sync wait and the trigger share one JobWatch, whose handling of the same
+# A requeued job is eligible again only cred_expire later (Slurm's BeginTime, ~22 s in the lab with the
+# scheduler's next pass): each of these tests waits that out. The sync wait and the trigger share one JobWatch, whose handling of the same
 # sequences the unit tests (tests/unit/slurm/test_watch_long_jobs.py) check in both; the real-Slurm
 # run of the sync mode comes with SLURM_LIVE_FULL=1.
-SYNC_SKIPPED = "the sync wait's twin of a 2-minute requeue test: SLURM_LIVE_FULL=1 runs it"
+SYNC_SKIPPED = "the sync wait's twin of a requeue test: SLURM_LIVE_FULL=1 runs it"
 
 
 def test_an_admin_requeue_is_waited_out_on_the_same_job(
@@ -135,10 +146,9 @@ def test_an_admin_requeue_is_waited_out_on_the_same_job(
 ) -> None:
     if not mode and os.environ.get("SLURM_LIVE_FULL") != "1":
         pytest.skip(SYNC_SKIPPED)
-    admin = Admin(lab, name, lambda job_id: in_lab("scontrol", "requeue", str(job_id)))
-    result = run_dag_capture(load_dag(DAG_FILE, "requeue"), capfd)
-    job_id = admin.join()
-    cleanup.append(job_id)
+    result, job_id = run_while_the_admin_acts(
+        lab, name, lambda job_id: in_lab("scontrol", "requeue", str(job_id)), cleanup, capfd
+    )
     assert_waited_to_the_end(result, lab, job_id)
 
 
@@ -153,15 +163,9 @@ def test_a_preempted_job_is_requeued_and_waited_out(
     if not mode and os.environ.get("SLURM_LIVE_FULL") != "1":
         pytest.skip(SYNC_SKIPPED)
     monkeypatch.setenv("SLURMAPI_LONG_PARTITION", "low")
-    high: list[int] = []
-
-    def preempt(job_id: int) -> None:  # a job of the higher tier that needs the node's CPUs
-        high.append(lab.submit("#!/bin/bash\nsleep 2\n", name=f"{name}-high", partition="high", minimum_cpus=2))
-
-    admin = Admin(lab, name, preempt)
-    result = run_dag_capture(load_dag(DAG_FILE, "requeue"), capfd)
-    job_id = admin.join()
-    cleanup.extend([job_id, *high])
+    result, job_id = run_while_the_admin_acts(
+        lab, name, preempt_with_a_high_tier_job(lab, name, cleanup), cleanup, capfd
+    )
     assert_waited_to_the_end(result, lab, job_id)
     _status, body = lab.call("GET", f"/slurmdb/{V}/job/{job_id}")
     runs = [run["state"]["current"] for run in body["jobs"]]
@@ -179,15 +183,9 @@ def test_a_job_without_requeue_ends_as_slurm_says_when_preempted(
     monkeypatch.setenv("SLURMAPI_LONG_PARTITION", "low")
     monkeypatch.setenv("SLURMAPI_LONG_REQUEUE", "false")
     monkeypatch.setenv("SLURMAPI_LONG_SECONDS", "60")
-    high: list[int] = []
-
-    def preempt(job_id: int) -> None:
-        high.append(lab.submit("#!/bin/bash\nsleep 2\n", name=f"{name}-high", partition="high", minimum_cpus=2))
-
-    admin = Admin(lab, name, preempt)
-    result = run_dag_capture(load_dag(DAG_FILE, "requeue"), capfd)
-    job_id = admin.join()
-    cleanup.extend([job_id, *high])
+    result, job_id = run_while_the_admin_acts(
+        lab, name, preempt_with_a_high_tier_job(lab, name, cleanup), cleanup, capfd
+    )
     record = lab.final(job_id, timeout=60)
     assert record.raw.get("restart_cnt", 0) == 0 and record.state != "COMPLETED", record
     assert result.tasks == {"job": "failed"}, result.log[-4000:]

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,20 +19,11 @@ import requests
 
 from tests.conftest import load_dag, run_dag
 from tests.live_slurm.conftest import make_hook
-from tests.live_slurm.lab import Lab
+from tests.live_slurm.lab import Lab, in_lab
 
 FOREIGN_JOBS = 2000
 FOREIGN_NAME = "slurmapi-foreign-held"
-LAB_DIR = Path(os.environ.get("SLURM_LAB_DIR", "/var/tmp/slurmapi-lab"))
 V = "v0.0.42"
-
-
-def in_lab(*command: str) -> str:
-    chroot = LAB_DIR / "chroot"
-    prefix = ["chroot", str(chroot)] if chroot.is_dir() else []
-    env = ["/usr/bin/env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
-    done = subprocess.run([*prefix, *env, *command], capture_output=True, text=True, timeout=120, check=True)
-    return done.stdout.strip()
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +31,7 @@ def busy_queue(lab: Lab) -> Iterator[list[int]]:
     """2,000 held jobs of root, another Slurm user than the lab's job user; cancelled afterwards."""
     if os.geteuid() != 0:
         pytest.fail("this test makes jobs of another Slurm user with a root token: run it as root (CI does)")
-    token = in_lab("scontrol", "token", "username=root", "lifespan=1800").removeprefix("SLURM_JWT=")
+    token = in_lab("scontrol", "token", "username=root", "lifespan=1800").strip().removeprefix("SLURM_JWT=")
     headers = {"X-SLURM-USER-TOKEN": token, "Content-Type": "application/json"}
     body = json.dumps(
         {
@@ -75,7 +64,7 @@ def busy_queue(lab: Lab) -> Iterator[list[int]]:
 
 
 def test_task_starts_among_2000_jobs_of_another_user_cost_one_call_each(
-    busy_queue: list[int], gateway: Any, monkeypatch: pytest.MonkeyPatch
+    busy_queue: list[int], gateway: Any, lab: Lab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert len(busy_queue) == FOREIGN_JOBS
     monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
@@ -97,7 +86,10 @@ def test_task_starts_among_2000_jobs_of_another_user_cost_one_call_each(
     assert newest.comment is not None
     assert history == [f"/slurmdb/{V}/job/{newest.job_id}"], history
     tag = newest.comment.split()[-1]
-    time.sleep(2)  # slurmdbd records the job a moment after slurmctld
+    deadline = time.monotonic() + 60
+    while tag not in str(getattr(lab.history(newest.job_id), "raw", {}).get("comment")):
+        assert time.monotonic() < deadline, "slurmdbd never recorded the job with its comment"
+        time.sleep(0.5)  # slurmdbd records the job a moment after slurmctld
     gateway.reset_calls()
     found = hook.find_job_by_tag(tag, name="scenario-completes", since=int(time.time()) - 600)
     assert found is not None and found.job_id == newest.job_id

@@ -57,6 +57,15 @@ CASES = [pytest.param(f, m, id=f"{f}-{m}") for f in SUBMIT_FAULTS for m in ("syn
 ]
 
 
+def wait_until_late_call_carried_out(emulator: Any, timeout: float = 30) -> None:
+    """A ``late`` fault's call is recorded once it was carried out (and its connection dropped): wait for that
+    rather than for the fault's delay, so the job it submitted is there to count."""
+    deadline = time.monotonic() + timeout
+    while not any(str(call.get("fault", "")).startswith("late=") for call in emulator.calls()["last"]):
+        assert time.monotonic() < deadline, f"the late call was not carried out within {timeout:.0f}s"
+        time.sleep(0.05)
+
+
 def tagged_jobs(emulator: Any, dag_id: str) -> list[dict[str, Any]]:
     return [job for job in emulator.jobs() if f"dag={dag_id} " in (job.get("comment") or "")]
 
@@ -91,7 +100,7 @@ def test_dag_survives_fault_with_exactly_one_job(
     faulty_connection.add_fault(fault)
     state, tasks = run_dag(dag)
     if fault.startswith("late="):
-        time.sleep(3)  # a late submit lands at most 3 s after it was sent
+        wait_until_late_call_carried_out(faulty_connection)
     jobs = tagged_jobs(faulty_connection, dag.dag_id)
     assert state == "success", (tasks, jobs)
     assert len(jobs) == 1, f"duplicate or lost job under {fault}: {jobs}"

@@ -34,13 +34,25 @@ def trigger_for(job_id: int, emulator: Any) -> SlurmJobTrigger:
     return SlurmJobTrigger(job_id=job_id, poll_interval=0.3, **CLUSTER)
 
 
-async def run_in_trigger_runner(trigger: SlurmJobTrigger, *, timeout_after: datetime | None = None) -> tuple[Any, Any]:
+def cancels(emulator: Any) -> int:
+    """The DELETE calls the emulator has answered: a cancel, from wherever it came."""
+    return int(emulator.calls()["by_kind"].get("job-delete", 0))
+
+
+async def run_in_trigger_runner(
+    trigger: SlurmJobTrigger, emulator: Any, *, timeout_after: datetime | None = None
+) -> tuple[Any, Any]:
+    """The trigger in Airflow's runner, returned once it has polled the emulator."""
     from airflow.jobs.triggerer_job_runner import TriggerRunner
 
+    polls = (await asyncio.to_thread(emulator.calls))["by_kind"].get("jobs-state", 0)
     runner = TriggerRunner()
     task = asyncio.create_task(runner.run_trigger(1, trigger, timeout_after=timeout_after))
     runner.triggers[1] = {"task": task, "is_watcher": False, "name": "slurm", "events": 0}
-    await asyncio.sleep(1.0)  # the trigger subscribes and polls
+    deadline = time.monotonic() + 30
+    while (await asyncio.to_thread(emulator.calls))["by_kind"].get("jobs-state", 0) == polls and not task.done():
+        assert time.monotonic() < deadline, "the trigger never polled"
+        await asyncio.sleep(0.05)
     return runner, task
 
 
@@ -53,7 +65,7 @@ async def test_user_kill_of_deferred_task_cancels_the_job(gcp_connection: Any) -
     """Mark failed / mark success / clear: the triggerer cancels with its user-action message."""
     job_id = submit(gcp_connection)
     gcp_connection.wait_for_state(job_id, ["RUNNING"], timeout=20)
-    runner, task = await run_in_trigger_runner(trigger_for(job_id, gcp_connection))
+    runner, task = await run_in_trigger_runner(trigger_for(job_id, gcp_connection), gcp_connection)
     runner.to_cancel.append(1)
     await runner.cancel_triggers()
     with pytest.raises(asyncio.CancelledError):
@@ -64,11 +76,11 @@ async def test_user_kill_of_deferred_task_cancels_the_job(gcp_connection: Any) -
 async def test_triggerer_shutdown_never_cancels_and_a_rebuilt_trigger_goes_on(gcp_connection: Any) -> None:
     job_id = submit(gcp_connection, "#!/bin/bash\nsleep 4\n")
     trigger = trigger_for(job_id, gcp_connection)
-    _, task = await run_in_trigger_runner(trigger)
+    _, task = await run_in_trigger_runner(trigger, gcp_connection)
     task.cancel()  # shutdown or reassignment: no user-action message
     with pytest.raises(asyncio.CancelledError):
         await task
-    await asyncio.sleep(0.5)
+    assert cancels(gcp_connection) == 0  # and the rebuilt trigger below sees the job COMPLETED, not cancelled
     assert [j["state"] for j in gcp_connection.jobs() if j["job_id"] == job_id] in (["RUNNING"], ["PENDING"])
     # Another triggerer rebuilds the trigger from serialize() alone and sees the job through.
     from airflow.sdk._shared.module_loading import import_string
@@ -84,11 +96,11 @@ async def test_trigger_timeout_does_not_call_on_kill_but_the_resumed_task_cancel
     job_id = submit(gcp_connection)
     gcp_connection.wait_for_state(job_id, ["RUNNING"], timeout=20)
     past = datetime.now(UTC) - timedelta(seconds=1)
-    _, task = await run_in_trigger_runner(trigger_for(job_id, gcp_connection), timeout_after=past)
+    _, task = await run_in_trigger_runner(trigger_for(job_id, gcp_connection), gcp_connection, timeout_after=past)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await asyncio.sleep(0.5)
+    before = cancels(gcp_connection)
     assert [j["state"] for j in gcp_connection.jobs() if j["job_id"] == job_id] == ["RUNNING"]
 
     # Airflow then resumes the task with next_method "__fail__": the operator cancels the job.
@@ -111,6 +123,7 @@ async def test_trigger_timeout_does_not_call_on_kill_but_the_resumed_task_cancel
             operator.resume_execution, "__fail__", {"error": "Trigger timeout"}, {"ti": ResumedTaskInstance()}
         )
     await asyncio.to_thread(gcp_connection.wait_for_state, job_id, ["CANCELLED"], 20)
+    assert cancels(gcp_connection) == before + 1  # the resumed task's cancel alone: the trigger sent none
 
 
 async def test_a_failed_trigger_does_not_cancel(gcp_connection: Any) -> None:
@@ -129,9 +142,10 @@ async def test_a_failed_trigger_does_not_cancel(gcp_connection: Any) -> None:
         def xcom_pull(self, **kwargs: Any) -> int:
             return job_id
 
+    before = cancels(gcp_connection)
     with pytest.raises(TaskDeferralError):
         operator.resume_execution("__fail__", {"error": "Trigger failure"}, {"ti": ResumedTaskInstance()})
-    time.sleep(0.5)
+    assert cancels(gcp_connection) == before  # resume_execution returned without a cancel
     assert [j["state"] for j in gcp_connection.jobs() if j["job_id"] == job_id] in (["RUNNING"], ["PENDING"])
     SlurmApiHook(**CLUSTER).cancel_job(job_id)
 

@@ -83,6 +83,6 @@ with DAG(dag_id="deploy_busy", max_active_tasks=64, **ARGS):
     @task
     def hold_a_slot(index: int, **context: Any) -> None:
         """Keeps a worker slot busy for ``seconds``."""
-        time.sleep(float((context["dag_run"].conf or {})["seconds"]))
+        time.sleep(float((context["dag_run"].conf or {})["seconds"]))  # the scenario: a busy slot
 
     hold_a_slot.expand(index=slots())

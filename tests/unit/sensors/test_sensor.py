@@ -81,7 +81,7 @@ def test_a_missing_job_runs_out_its_grace_across_pokes_of_one_try_only() -> None
     slurm.unknown_job(JOB)
     ti, store = TaskInstance(try_number=1), StateStore()
     assert poke(slurm, ti, store, 0) is False  # with a store, a poke does not wait: the next one looks again
-    time.sleep(GRACE + 0.1)
+    time.sleep(GRACE + 0.1)  # the scenario: the grace (0.3 s of the watch's clock) runs out between two pokes
     saved = dict(store.values)
 
     with pytest.raises(JobNotFoundError, match="neither the live queue nor the accounting history"):

@@ -69,7 +69,7 @@ async def kill_like_the_triggerer(runner: Any, trigger_ids: list[int]) -> None:
             return
         runner.to_cancel.extend(alive)
         await runner.cancel_triggers()
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0)  # the triggerer's own cadence: it cancels what is left on its next loop
 
 
 @pytest.mark.skipif(
@@ -96,15 +96,12 @@ async def test_killing_a_hundred_deferred_tasks_at_once_cancels_every_job_within
     await until(lambda: poller.polls >= 1 and len(poller.job_ids) == KILLED, "every trigger subscribed")
 
     emu.reset_calls()
-    killed_at = asyncio.get_running_loop().time()
     await kill_like_the_triggerer(runner, list(runner.triggers))
-    await until(
-        lambda: set(states(emu, job_ids).values()) == {"CANCELLED"},
-        f"every one of {KILLED} jobs CANCELLED",
-        timeout=max(0.0, killed_at + 2 * POLL - asyncio.get_running_loop().time()),
-    )
+    await until(lambda: set(states(emu, job_ids).values()) == {"CANCELLED"}, f"every one of {KILLED} jobs CANCELLED")
     calls = emu.calls()["by_kind"]
     assert calls.get("job-delete") == KILLED, calls  # one DELETE each, none repeated
+    # Within two polls, counted rather than timed: every job was CANCELLED before a third jobs/state round.
+    assert calls.get("jobs-state", 0) <= 2, calls
     # The cancels' poller closes its session once every cancel is answered.
     await until(lambda: pollers_of_this_loop() == {}, "the poller released")
 
