@@ -284,6 +284,10 @@ def task_string(job: Job) -> str:
     return f"{text}%{job.array_throttle}" if job.array_throttle else text
 
 
+def _task_id(job: Job) -> JsonDict:
+    return num(job.array_task_id) if job.array_task_id is not None else unset()
+
+
 def _history_throttle(job: Job) -> int:
     """The history shows the throttle on the array's own record only."""
     return job.array_throttle if job.is_array_meta or job.job_id == job.array_job_id else 0
@@ -433,10 +437,6 @@ JOB_FIELDS: tuple[JobField, ...] = (
         ("array.limits.max.running.tasks", lambda h: _history_throttle(h.job)),
     ),
 )
-
-
-def _task_id(job: Job) -> JsonDict:
-    return num(job.array_task_id) if job.array_task_id is not None else unset()
 
 
 LIVE_FIELDS: tuple[tuple[str, Live], ...] = tuple(row.live for row in JOB_FIELDS if row.live is not None)
