@@ -9,7 +9,7 @@ integers, ``standard_output`` vs ``stdout``. Operators, sensors and triggers onl
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, TypeVar
 
 from airflow_provider_slurmapi.slurm.array import MAX_TASK_ID, ArrayView
@@ -83,33 +83,6 @@ class _BadShape(Exception):
         return self
 
 
-class _Fields:
-    """The fields of one raw job record, each read strictly: a wrong shape names its field."""
-
-    def __init__(self, raw: Mapping[str, Any], job_id: int = 0) -> None:
-        self.raw = raw
-        self.job_id = job_id
-
-    def read(self, field: str, reader: Any) -> Any:
-        try:
-            return reader(self.raw.get(field))
-        except _BadShape as bad:
-            raise bad.under(field) from None
-
-    def mapping(self, field: str) -> Mapping[str, Any]:
-        value = self.raw.get(field)
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            raise _BadShape(value, "an object", field)
-        return value
-
-    def state(self, value: Any, field: str) -> JobStateInfo:
-        if not is_job_state_shape(value):
-            raise _BadShape(value, "a list of state names", field)
-        return parse_job_state(value)
-
-
 def record_job_id(raw: Any) -> int | None:
     """The job id of a raw record when it is a positive integer (string form included); else ``None``."""
     if not isinstance(raw, Mapping):
@@ -130,13 +103,12 @@ def _malformed(raw: Any, bad: _BadShape, source: str) -> MalformedRecordError:
     )
 
 
-def _record(raw: Any) -> _Fields:
+def _record(raw: Any) -> Mapping[str, Any]:
     if not isinstance(raw, Mapping):
         raise _BadShape(raw, "a job object", "jobs[]")
-    job_id = record_job_id(raw)
-    if job_id is None:
+    if record_job_id(raw) is None:
         raise _BadShape(raw.get("job_id"), "a positive job id", "job_id")
-    return _Fields(raw, job_id)
+    return raw
 
 
 def format_duration(seconds: int | float | None) -> str:
@@ -216,38 +188,346 @@ class ExitInfo:
         return "no exit code"
 
 
-@dataclass(frozen=True, slots=True)
-class SlurmJob:
-    """What this provider knows of one Slurm job."""
+# -- the job record's fields: one row each ---------------------------------------------------------------
+# Every field of :class:`SlurmJob` carries, in its metadata, a :class:`_Row`: where it stands in a live
+# and in a history record and how it is read there, how the array-as-one-job takes it from its records,
+# and how it is stored (``to_dict``/``from_dict``). A new field is one line in the class, nothing else.
+_Reader = Callable[[Mapping[str, Any]], Any]
 
-    job_id: int
-    state_info: JobStateInfo
-    source: JobSource
-    name: str | None = None
-    reason: str | None = None
-    exit: ExitInfo = field(default_factory=ExitInfo)
-    submit_time: int | None = None
-    start_time: int | None = None
-    end_time: int | None = None
-    time_limit_minutes: int | None = None
-    nodes: str | None = None
-    partition: str | None = None
-    user: str | None = None
-    account: str | None = None
-    stdout: str | None = None
-    stderr: str | None = None
-    comment: str | None = None
+
+def _key(name: str, read: Callable[[Any], Any]) -> _Reader:
+    """The value under ``name``; a wrong shape names ``name`` (and the sub-field the reader names)."""
+    return lambda raw: _read(raw.get(name), name, read)
+
+
+def _either(first: _Reader, second: _Reader) -> _Reader:
+    """The first reader's value, else the second's (read only when the first gives nothing)."""
+    return lambda raw: first(raw) or second(raw)
+
+
+def _within(parent: str, name: str, read: Callable[[Any], Any]) -> _Reader:
+    """``parent.name`` where ``parent`` must be an object (or absent): the history's ``time``."""
+
+    def reader(raw: Mapping[str, Any]) -> Any:
+        outer = raw.get(parent)
+        if outer is not None and not isinstance(outer, Mapping):
+            raise _BadShape(outer, "an object", parent)
+        return _read(outer.get(name) if outer is not None else None, f"{parent}.{name}", read)
+
+    return reader
+
+
+def _at(path: str, read: Callable[[Any], Any]) -> _Reader:
+    """The value at a dotted path; a step that is not an object reads as nothing (no error)."""
+    steps = path.split(".")
+
+    def reader(raw: Mapping[str, Any]) -> Any:
+        value: Any = raw
+        for step in steps:
+            value = value.get(step) if isinstance(value, Mapping) else None
+        return _read(value, path, read)
+
+    return reader
+
+
+def _unwrap(name: str, inner: str, read: Callable[[Any], Any]) -> _Reader:
+    """``name`` itself, or ``name.inner`` when it is an object: the history's ``state``, ``user``, ``comment``."""
+
+    def reader(raw: Mapping[str, Any]) -> Any:
+        value = raw.get(name)
+        if isinstance(value, Mapping):
+            return _read(value.get(inner), f"{name}.{inner}", read)
+        return _read(value, name, read)
+
+    return reader
+
+
+def _always(value: Any) -> _Reader:
+    return lambda raw: value
+
+
+def _state(value: Any) -> JobStateInfo:
+    if not is_job_state_shape(value):
+        raise _BadShape(value, "a list of state names")
+    return parse_job_state(value)
+
+
+def _reason(value: Any) -> str | None:
+    text = _text(value)
+    return None if text in (None, "None") else text
+
+
+def _nodes(value: Any) -> str | None:
+    return _text(value)  # Slurm's "None assigned" and "(null)" read as no nodes
+
+
+def _positive(value: Any) -> int | None:
+    """A lenient positive number (array ids, the throttle): 0, unset or the wrong shape read as nothing."""
+    number = slurm_number(value)
+    return number if number is not None and number > 0 else None
+
+
+def _task_id(value: Any) -> int | None:
+    number = slurm_number(value)
+    return number if number is not None and 0 <= number <= MAX_TASK_ID else None
+
+
+def _loose_text(value: Any) -> str | None:
+    return read_text(value, placeholders=False)
+
+
+def _live_end(raw: Mapping[str, Any]) -> int | None:
+    """While a job runs, the live ``end_time`` is the projected end, not a real one."""
+    end = _read(raw.get("end_time"), "end_time", _timestamp)
+    return end if _state(raw.get("job_state")).is_finished else None
+
+
+@dataclass(frozen=True, slots=True)
+class _ArrayParts:
+    """What the array-as-one-job is made of: the view of its tasks, its meta record, its first task."""
+
+    array: ArrayView
+    records: list[SlurmJob]
+    meta: SlurmJob | None
+    first: SlurmJob | None
+
+
+_ArrayRule = Callable[[_ArrayParts, str], Any]
+
+
+def _of_meta(parts: _ArrayParts, name: str) -> Any:
+    return getattr(parts.meta, name) if parts.meta is not None else None
+
+
+def _of_meta_while_running(parts: _ArrayParts, name: str) -> Any:
+    return _of_meta(parts, name) if not parts.array.is_finished else None
+
+
+def _earliest(parts: _ArrayParts, name: str) -> Any:
+    return min((value for job in parts.records if (value := getattr(job, name))), default=None)
+
+
+def _latest_once_finished(parts: _ArrayParts, name: str) -> Any:
+    if not parts.array.is_finished:
+        return None
+    return max((value for job in parts.records if (value := getattr(job, name))), default=None)
+
+
+def _first_task_path(parts: _ArrayParts, name: str) -> Any:
+    """An output path of an array: the meta record's shows %a as NO_VAL (4294967294); say %a."""
+    path = getattr(parts.first, name) if parts.first is not None else None
+    return path.replace("_4294967294", "_%a") if path else path
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """How a field is written by ``to_dict`` (one or more keys) and read back by ``from_dict``."""
+
+    dump: Callable[[str, Any, SlurmJob], dict[str, Any]]
+    load: Callable[[Mapping[str, Any], str], Any]
+
+
+def _dump_plain(name: str, value: Any, job: SlurmJob) -> dict[str, Any]:
+    return {name: value}
+
+
+def _load_text(data: Mapping[str, Any], name: str) -> str | None:
+    return _read(data.get(name), name, _stored_text)
+
+
+def _load_int(data: Mapping[str, Any], name: str) -> int | None:
+    return _read(data.get(name), name, _stored_int)
+
+
+def _load_job_id(data: Mapping[str, Any], name: str) -> int:
+    job_id = as_int(data.get(name))
+    if job_id is None or job_id <= 0:
+        raise _BadShape(data.get(name), "a positive job id", name)
+    return job_id
+
+
+def _dump_state(name: str, state: JobStateInfo, job: SlurmJob) -> dict[str, Any]:
+    return {"state": state.state.value, "flags": list(state.flags), "finished": state.is_finished}
+
+
+def _load_state(data: Mapping[str, Any], name: str) -> JobStateInfo:
+    state = data.get("state")
+    if not isinstance(state, str) or state not in _STATE_NAMES:
+        raise _BadShape(state, "a Slurm base state name", "state")
+    flags = _stored_strings(data, "flags")
+    return JobStateInfo(JobState(state), flags)
+
+
+def _dump_exit(name: str, exit: ExitInfo, job: SlurmJob) -> dict[str, Any]:
+    return {
+        "exit_code": exit.return_code,
+        "exit_status": list(exit.status),
+        "signal": exit.signal,
+        "signal_number": exit.signal_number,
+    }
+
+
+def _load_exit(data: Mapping[str, Any], name: str) -> ExitInfo:
+    status = _stored_strings(data, "exit_status")
+    return ExitInfo(
+        status=status,
+        return_code=_load_int(data, "exit_code"),
+        signal=_load_text(data, "signal"),
+        signal_number=_load_int(data, "signal_number"),
+    )
+
+
+def _dump_end(name: str, end: int | None, job: SlurmJob) -> dict[str, Any]:
+    """The end, and how long the job ran (for whoever reads the stored record; not read back)."""
+    return {name: end, "elapsed_seconds": job.elapsed_seconds}
+
+
+def _load_source(data: Mapping[str, Any], name: str) -> JobSource:
+    source = data.get(name, "live")
+    if source not in ("live", "history"):
+        raise _BadShape(source, "'live' or 'history'", name)
+    return "history" if source == "history" else "live"
+
+
+def _dump_array(name: str, array: ArrayView | None, job: SlurmJob) -> dict[str, Any]:
+    return {name: array.to_dict() if array is not None else None}
+
+
+def _load_array(data: Mapping[str, Any], name: str) -> ArrayView | None:
+    value = data.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise _BadShape(value, "an object or null", name)
+    try:
+        return ArrayView.from_dict(value)
+    except (ValueError, TypeError) as exc:
+        raise _BadShape(value, f"an array view ({exc})", name) from None
+
+
+def _load_extra(data: Mapping[str, Any], name: str) -> str | None:
+    return _extra_text(data.get(name))
+
+
+_TEXT = _Stored(_dump_plain, _load_text)
+_INT = _Stored(_dump_plain, _load_int)
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """One field of the job record: how each kind of record gives it, and how it is stored.
+
+    ``live``/``history``: its reader in that record (``None``: not there, the field keeps its default).
+    ``array``: how the array-as-one-job takes it from the array's records (``None``: its default).
+    """
+
+    live: _Reader | None
+    history: _Reader | None
+    array: _ArrayRule | None
+    stored: _Stored
+
+
+def _row(
+    live: _Reader | None, history: _Reader | None, array: _ArrayRule | None = None, stored: _Stored = _TEXT
+) -> dict[str, _Row]:
+    """A field's metadata: its :class:`_Row`."""
+    return {"row": _Row(live, history, array, stored)}
+
+
+def _optional(
+    live: _Reader | None, history: _Reader | None, array: _ArrayRule | None = None, stored: _Stored = _TEXT
+) -> Any:
+    """A field that is ``None`` unless a record gives it."""
+    return field(default=None, metadata=_row(live, history, array, stored))
+
+
+def _output(kind: str, pattern_key: str) -> _Reader:
+    """An output path: ``{kind}_expanded`` when Slurm gives it, else the older key."""
+    return _either(_key(f"{kind}_expanded", _text), _key(pattern_key, _text))
+
+
+def _array_id(parts: _ArrayParts, name: str) -> int:
+    return parts.array.array_job_id
+
+
+def _array_state(parts: _ArrayParts, name: str) -> JobStateInfo:
+    return parts.array.state_info()
+
+
+def _array_throttle(parts: _ArrayParts, name: str) -> int | None:
+    return parts.array.throttle
+
+
+def _array_view(parts: _ArrayParts, name: str) -> ArrayView:
+    return parts.array
+
+
+def _meta_source(parts: _ArrayParts, name: str) -> JobSource:
+    return parts.meta.source if parts.meta is not None else "live"
+
+
+_EXIT_CODE = _key("exit_code", ExitInfo.read)
+_STATE = _Stored(_dump_state, _load_state)
+_EXIT = _Stored(_dump_exit, _load_exit)
+_END = _Stored(_dump_end, _load_int)
+_EXTRA = _Stored(_dump_plain, _load_extra)
+_SOURCE = _Stored(_dump_plain, _load_source)
+_ARRAY = _Stored(_dump_array, _load_array)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SlurmJob:
+    """What this provider knows of one Slurm job.
+
+    Each field's metadata (:func:`_row`) says where it is in a live and a history record, how an
+    array's record takes it, and how it is stored: the readers, ``of_array``, ``to_dict`` and
+    ``from_dict`` all follow these rows, in this order (also the order of ``to_dict``'s keys).
+    """
+
+    job_id: int = field(
+        metadata=_row(record_job_id, record_job_id, _array_id, _Stored(_dump_plain, _load_job_id)),
+    )
+    name: str | None = _optional(_key("name", _text), _key("name", _text), _of_meta)
+    state_info: JobStateInfo = field(
+        metadata=_row(_key("job_state", _state), _unwrap("state", "current", _state), _array_state, _STATE),
+    )
+    reason: str | None = _optional(_key("state_reason", _reason), _at("state.reason", _reason), _of_meta_while_running)
+    exit: ExitInfo = field(default_factory=ExitInfo, metadata=_row(_EXIT_CODE, _EXIT_CODE, None, _EXIT))
+    submit_time: int | None = _optional(
+        _key("submit_time", _timestamp), _within("time", "submission", _timestamp), _earliest, _INT
+    )
+    start_time: int | None = _optional(
+        _key("start_time", _timestamp), _within("time", "start", _timestamp), _earliest, _INT
+    )
+    end_time: int | None = _optional(_live_end, _within("time", "end", _timestamp), _latest_once_finished, _END)
+    time_limit_minutes: int | None = _optional(
+        _key("time_limit", _number), _within("time", "limit", _number), _of_meta, _INT
+    )
+    nodes: str | None = _optional(_key("nodes", _nodes), _key("nodes", _nodes))
+    partition: str | None = _optional(_key("partition", _text), _key("partition", _text), _of_meta)
+    user: str | None = _optional(_key("user_name", _text), _unwrap("user", "name", _text), _of_meta)
+    account: str | None = _optional(_key("account", _text), _key("account", _text), _of_meta)
+    # From v0.0.43 the live standard_output is the pattern (slurm-%j.out); the path is stdout_expanded.
+    stdout: str | None = _optional(_output("stdout", "standard_output"), _output("stdout", "stdout"), _first_task_path)
+    stderr: str | None = _optional(_output("stderr", "standard_error"), _output("stderr", "stderr"), _first_task_path)
+    comment: str | None = _optional(_key("comment", _text), _unwrap("comment", "job", _text), _of_meta)
     # What the job wrote into its own record: its last output (wrapped scripts) or a progress message.
-    extra: str | None = None
+    extra: str | None = _optional(_key("extra", _extra_text), _key("extra", _extra_text), None, _EXTRA)
+    source: JobSource = field(metadata=_row(_always("live"), _always("history"), _meta_source, _SOURCE))
     # Job arrays: the array's id, this record's task id (None for the meta record of waiting tasks),
     # the waiting tasks the meta record lists, the %N throttle; and, for the array as a whole, its tasks.
-    array_job_id: int | None = None
-    array_task_id: int | None = None
-    array_pending: str | None = None
-    array_throttle: int | None = None
-    array: ArrayView | None = None
+    # Read leniently: an odd value there reads as nothing rather than failing the job.
+    array_job_id: int | None = _optional(
+        _key("array_job_id", _positive), _at("array.job_id", _positive), _array_id, _INT
+    )
+    array_task_id: int | None = _optional(_key("array_task_id", _task_id), _at("array.task_id", _task_id), None, _INT)
+    array_pending: str | None = _optional(_key("array_task_string", _loose_text), _at("array.task", _loose_text))
+    array_throttle: int | None = _optional(
+        _key("array_max_tasks", _positive), _at("array.limits.max.running.tasks", _positive), _array_throttle, _INT
+    )
+    array: ArrayView | None = field(default=None, metadata=_row(None, None, _array_view, _ARRAY))
     # How many times Slurm requeued the job (``restart_cnt``): it keeps its id and runs again.
-    restart_count: int | None = None
+    restart_count: int | None = _optional(_key("restart_cnt", _number), _key("restart_cnt", _number), None, _INT)
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
@@ -256,43 +536,7 @@ class SlurmJob:
 
         Raises :class:`MalformedRecordError`, naming the field, for a record of the wrong shape.
         """
-        try:
-            return cls._live(_record(raw))
-        except _BadShape as bad:
-            raise _malformed(raw, bad, "live") from None
-
-    @classmethod
-    def _live(cls, fields: _Fields) -> SlurmJob:
-        raw = fields.raw
-        state = fields.state(raw.get("job_state"), "job_state")
-        end = fields.read("end_time", _timestamp)
-        return cls(
-            job_id=fields.job_id,
-            state_info=state,
-            source="live",
-            name=fields.read("name", _text),
-            reason=fields.read("state_reason", _reason),
-            exit=fields.read("exit_code", ExitInfo.read),
-            submit_time=fields.read("submit_time", _timestamp),
-            start_time=fields.read("start_time", _timestamp),
-            # While a job runs, end_time is the projected end, not a real one.
-            end_time=end if state.state.is_finished else None,
-            time_limit_minutes=fields.read("time_limit", _number),
-            nodes=fields.read("nodes", _nodes),
-            partition=fields.read("partition", _text),
-            user=fields.read("user_name", _text),
-            account=fields.read("account", _text),
-            # From v0.0.43 standard_output is the pattern (slurm-%j.out); the path is stdout_expanded.
-            stdout=fields.read("stdout_expanded", _text) or fields.read("standard_output", _text),
-            stderr=fields.read("stderr_expanded", _text) or fields.read("standard_error", _text),
-            comment=fields.read("comment", _text),
-            extra=fields.read("extra", _extra_text),
-            array_job_id=_positive(raw.get("array_job_id")),
-            array_task_id=_task_id(raw.get("array_task_id")),
-            array_pending=_loose_text(raw.get("array_task_string")),
-            array_throttle=_positive(raw.get("array_max_tasks")),
-            restart_count=fields.read("restart_cnt", _number),
-        )
+        return cls._from_record(raw, "live")
 
     @classmethod
     def from_history(cls, raw: Any) -> SlurmJob:
@@ -300,57 +544,15 @@ class SlurmJob:
 
         Raises :class:`MalformedRecordError`, naming the field, for a record of the wrong shape.
         """
-        try:
-            return cls._history(_record(raw))
-        except _BadShape as bad:
-            raise _malformed(raw, bad, "history") from None
+        return cls._from_record(raw, "history")
 
     @classmethod
-    def _history(cls, fields: _Fields) -> SlurmJob:
-        raw = fields.raw
-        state_raw = raw.get("state")
-        if isinstance(state_raw, Mapping):
-            state = fields.state(state_raw.get("current"), "state.current")
-            reason = _read(state_raw.get("reason"), "state.reason", _reason)
-        else:
-            state, reason = fields.state(state_raw, "state"), None
-        times = _Fields(fields.mapping("time"))
-        comment = raw.get("comment")
-        comment_field = "comment"
-        if isinstance(comment, Mapping):
-            comment, comment_field = comment.get("job"), "comment.job"
-        user = raw.get("user")
-        user_field = "user"
-        if isinstance(user, Mapping):
-            user, user_field = user.get("name"), "user.name"
+    def _from_record(cls, raw: Any, source: JobSource) -> SlurmJob:
         try:
-            time_fields = {
-                "submit_time": times.read("submission", _timestamp),
-                "start_time": times.read("start", _timestamp),
-                "end_time": times.read("end", _timestamp),
-                "time_limit_minutes": times.read("limit", _number),
-            }
+            record = _record(raw)
+            return cls(**{name: reader(record) for name, reader in _READERS[source]})
         except _BadShape as bad:
-            raise bad.under("time") from None
-        return cls(
-            job_id=fields.job_id,
-            state_info=state,
-            source="history",
-            name=fields.read("name", _text),
-            reason=reason,
-            exit=fields.read("exit_code", ExitInfo.read),
-            nodes=fields.read("nodes", _nodes),
-            partition=fields.read("partition", _text),
-            user=_read(user, user_field, _text),
-            account=fields.read("account", _text),
-            stdout=fields.read("stdout_expanded", _text) or fields.read("stdout", _text),
-            stderr=fields.read("stderr_expanded", _text) or fields.read("stderr", _text),
-            comment=_read(comment, comment_field, _text),
-            extra=fields.read("extra", _extra_text),
-            restart_count=fields.read("restart_cnt", _number),
-            **_history_array(raw.get("array")),
-            **time_fields,
-        )
+            raise _malformed(raw, bad, source) from None
 
     # -- what callers ask ---------------------------------------------------------------------
     @classmethod
@@ -360,27 +562,8 @@ class SlurmJob:
         meta = next((job for job in mine if job.job_id == array.array_job_id), mine[0] if mine else None)
         tasks = [job for job in mine if job.array_task_id is not None]
         first = min(tasks, key=lambda j: j.array_task_id or 0, default=meta)
-        state = array.state_info()
-        return cls(
-            job_id=array.array_job_id,
-            state_info=state,
-            source=meta.source if meta is not None else "live",
-            name=meta.name if meta is not None else None,
-            reason=meta.reason if meta is not None and not array.is_finished else None,
-            submit_time=min((j.submit_time for j in mine if j.submit_time), default=None),
-            start_time=min((j.start_time for j in mine if j.start_time), default=None),
-            end_time=max((j.end_time for j in mine if j.end_time), default=None) if array.is_finished else None,
-            time_limit_minutes=meta.time_limit_minutes if meta is not None else None,
-            partition=meta.partition if meta is not None else None,
-            user=meta.user if meta is not None else None,
-            account=meta.account if meta is not None else None,
-            stdout=_task_path(first.stdout if first is not None else None),
-            stderr=_task_path(first.stderr if first is not None else None),
-            comment=meta.comment if meta is not None else None,
-            array_job_id=array.array_job_id,
-            array_throttle=array.throttle,
-            array=array,
-        )
+        parts = _ArrayParts(array, mine, meta, first)
+        return cls(**{name: rule(parts, name) for name, rule in _ARRAY_RULES})
 
     def with_array(self, array: ArrayView) -> SlurmJob:
         """This array's record with another view of its tasks (its state follows them)."""
@@ -465,44 +648,18 @@ class SlurmJob:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serializable dict (for XCom and trigger events); :meth:`from_dict` reverses it."""
-        return {
-            "job_id": self.job_id,
-            "name": self.name,
-            "state": self.state.value,
-            "flags": list(self.state_info.flags),
-            "finished": self.is_finished,
-            "reason": self.reason,
-            "exit_code": self.exit.return_code,
-            "exit_status": list(self.exit.status),
-            "signal": self.exit.signal,
-            "signal_number": self.exit.signal_number,
-            "submit_time": self.submit_time,
-            "start_time": self.start_time,
-            "end_time": self.end_time,
-            "elapsed_seconds": self.elapsed_seconds,
-            "time_limit_minutes": self.time_limit_minutes,
-            "nodes": self.nodes,
-            "partition": self.partition,
-            "user": self.user,
-            "account": self.account,
-            "stdout": self.stdout,
-            "stderr": self.stderr,
-            "comment": self.comment,
-            "extra": self.extra,
-            "source": self.source,
-            "array_job_id": self.array_job_id,
-            "array_task_id": self.array_task_id,
-            "array_pending": self.array_pending,
-            "array_throttle": self.array_throttle,
-            "array": self.array.to_dict() if self.array is not None else None,
-            "restart_count": self.restart_count,
-        }
+        data: dict[str, Any] = {}
+        for name, row in _ROWS:
+            data.update(row.stored.dump(name, getattr(self, name), self))
+        return data
 
     @classmethod
     def from_dict(cls, data: Any) -> SlurmJob:
         """Rebuild from :meth:`to_dict`; a dict of the wrong shape raises :class:`MalformedRecordError`."""
         try:
-            return cls._from_dict(data)
+            if not isinstance(data, Mapping):
+                raise _BadShape(data, "an object", "job")
+            return cls(**{name: row.stored.load(data, name) for name, row in _ROWS})
         except _BadShape as bad:
             job_id = as_int(data.get("job_id")) if isinstance(data, Mapping) else None
             shown = preview(bad.value)
@@ -514,114 +671,16 @@ class SlurmJob:
                 value=shown,
             ) from None
 
-    @classmethod
-    def _from_dict(cls, data: Any) -> SlurmJob:
-        if not isinstance(data, Mapping):
-            raise _BadShape(data, "an object", "job")
-        job_id = as_int(data.get("job_id"))
-        if job_id is None or job_id <= 0:
-            raise _BadShape(data.get("job_id"), "a positive job id", "job_id")
-        state = data.get("state")
-        if not isinstance(state, str) or state not in _STATE_NAMES:
-            raise _BadShape(state, "a Slurm base state name", "state")
-        flags = data.get("flags") or []
-        if not isinstance(flags, list | tuple) or not all(isinstance(f, str) for f in flags):
-            raise _BadShape(flags, "a list of strings", "flags")
-        exit_status = data.get("exit_status") or []
-        if not isinstance(exit_status, list | tuple) or not all(isinstance(s, str) for s in exit_status):
-            raise _BadShape(exit_status, "a list of strings", "exit_status")
-        source = data.get("source", "live")
-        if source not in ("live", "history"):
-            raise _BadShape(source, "'live' or 'history'", "source")
 
-        def text(name: str) -> str | None:
-            return _read(data.get(name), name, _stored_text)
-
-        def number(name: str) -> int | None:
-            return _read(data.get(name), name, _stored_int)
-
-        array = _stored_array(data.get("array"))
-        return cls(
-            job_id=job_id,
-            state_info=JobStateInfo(JobState(state), tuple(clean_text(f) for f in flags)),
-            source=source,
-            name=text("name"),
-            reason=text("reason"),
-            exit=ExitInfo(
-                status=tuple(clean_text(s) for s in exit_status),
-                return_code=number("exit_code"),
-                signal=text("signal"),
-                signal_number=number("signal_number"),
-            ),
-            submit_time=number("submit_time"),
-            start_time=number("start_time"),
-            end_time=number("end_time"),
-            time_limit_minutes=number("time_limit_minutes"),
-            nodes=text("nodes"),
-            partition=text("partition"),
-            user=text("user"),
-            account=text("account"),
-            stdout=text("stdout"),
-            stderr=text("stderr"),
-            comment=text("comment"),
-            extra=_read(data.get("extra"), "extra", _extra_text),
-            array_job_id=number("array_job_id"),
-            array_task_id=number("array_task_id"),
-            array_pending=text("array_pending"),
-            array_throttle=number("array_throttle"),
-            array=array,
-            restart_count=number("restart_count"),
-        )
-
-
-def _stored_array(value: Any) -> ArrayView | None:
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise _BadShape(value, "an object or null", "array")
-    try:
-        return ArrayView.from_dict(value)
-    except (ValueError, TypeError) as exc:
-        raise _BadShape(value, f"an array view ({exc})", "array") from None
-
-
-def _task_path(path: str | None) -> str | None:
-    """An output path of an array: the meta record's shows %a as NO_VAL (4294967294); say %a."""
-    return path.replace("_4294967294", "_%a") if path else path
-
-
-def _positive(value: Any) -> int | None:
-    """A lenient positive number (array ids, the throttle): 0, unset or the wrong shape read as nothing."""
-    number = slurm_number(value)
-    return number if number is not None and number > 0 else None
-
-
-def _task_id(value: Any) -> int | None:
-    number = slurm_number(value)
-    return number if number is not None and 0 <= number <= MAX_TASK_ID else None
-
-
-def _loose_text(value: Any) -> str | None:
-    return read_text(value, placeholders=False)
-
-
-def _history_array(raw: Any) -> dict[str, Any]:
-    """The history's ``array`` object: ``{job_id, task_id, task, limits.max.running.tasks}``."""
-    if not isinstance(raw, Mapping):
-        return {}
-    limits = raw.get("limits")
-    running = None
-    if isinstance(limits, Mapping) and isinstance(limits.get("max"), Mapping):
-        inner = limits["max"].get("running")
-        running = inner.get("tasks") if isinstance(inner, Mapping) else None
-    return {
-        "array_job_id": _positive(raw.get("job_id")),
-        "array_task_id": _task_id(raw.get("task_id")),
-        "array_pending": _loose_text(raw.get("task")),
-        "array_throttle": _positive(running),
-    }
-
-
+# The rows of SlurmJob's fields, in order, and what each reader of records takes from them.
+_ROWS: tuple[tuple[str, _Row], ...] = tuple((f.name, f.metadata["row"]) for f in fields(SlurmJob))
+_READERS: dict[JobSource, tuple[tuple[str, _Reader], ...]] = {
+    "live": tuple((name, row.live) for name, row in _ROWS if row.live is not None),
+    "history": tuple((name, row.history) for name, row in _ROWS if row.history is not None),
+}
+_ARRAY_RULES: tuple[tuple[str, _ArrayRule], ...] = tuple(
+    (name, row.array) for name, row in _ROWS if row.array is not None
+)
 _STATE_NAMES = frozenset(state.value for state in JobState)
 
 
@@ -650,13 +709,12 @@ def _stored_int(value: Any) -> int | None:
     return number
 
 
-def _reason(value: Any) -> str | None:
-    text = _text(value)
-    return None if text in (None, "None") else text
-
-
-def _nodes(value: Any) -> str | None:
-    return _text(value)  # Slurm's "None assigned" and "(null)" read as no nodes
+def _stored_strings(data: Mapping[str, Any], name: str) -> tuple[str, ...]:
+    """A stored list of words (state flags, exit status): ``null`` for none."""
+    value = data.get(name) or []
+    if not isinstance(value, list | tuple) or not all(isinstance(item, str) for item in value):
+        raise _BadShape(value, "a list of strings", name)
+    return tuple(clean_text(item) for item in value)
 
 
 def describe_transition(previous: SlurmJob | None, current: SlurmJob) -> str | None:

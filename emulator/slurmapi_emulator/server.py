@@ -407,48 +407,37 @@ class EmulatorServer:
         fault = self.faults.take(call.kind)
         if fault is not None and fault.kind == "done-later":
             record["fault"] = fault.spec
-            self._carry_out_later(call, fault.delay, record)
+            self._carry_out_later(call, fault, record)
             return self._fault_error("unavailable")
         if fault is not None:
             record["fault"] = fault.spec
             if not fault.action_done:
                 return self._fault_before(fault)
-        if fault is not None and fault.kind == "late":
-            await self._carry_out_late(call, fault.delay, record)
+        if fault is not None and fault.kind == "late":  # carried out late, then the connection drops unanswered
+            await asyncio.shield(self._carry_out_later(call, fault, record))
+            raise ConnectionReset()
         answer = await self._call_slurm(call)
         record["slurm_status"] = answer.status
         if fault is not None:
             return await self._fault_after(fault, answer)
         return web.Response(text=encode_answer(answer, cfg.envelope), content_type="application/json")
 
-    def _carry_out_later(self, call: SlurmCall, delay: float, record: dict[str, Any]) -> None:
-        """The ``done-later`` fault: do the call ``delay`` seconds from now; the caller was already answered."""
+    def _carry_out_later(self, call: SlurmCall, fault: Fault, record: dict[str, Any]) -> asyncio.Task[None]:
+        """The ``done-later`` and ``late`` faults: do the call ``fault.delay`` seconds from now, whether the
+        caller still waits or not (``done-later`` has answered it already, ``late`` drops it after)."""
 
         async def later() -> None:
-            await asyncio.sleep(delay)
+            await asyncio.sleep(fault.delay)
             answer = await self._call_slurm(call)
             record["slurm_status"] = answer.status
-            log.info("done-later fault: %s %s carried out %.1fs after it arrived", call.method, call.path, delay)
+            log.info(
+                "%s fault: %s %s carried out %.1fs after it arrived", fault.kind, call.method, call.path, fault.delay
+            )
 
         task = asyncio.get_running_loop().create_task(later())
         self._late_tasks.add(task)
         task.add_done_callback(self._late_tasks.discard)
-
-    async def _carry_out_late(self, call: SlurmCall, delay: float, record: dict[str, Any]) -> None:
-        """The ``late`` fault: do the call ``delay`` seconds from now, whether the client still waits or not,
-        then drop the connection without an answer."""
-
-        async def later() -> None:
-            await asyncio.sleep(delay)
-            answer = await self._call_slurm(call)
-            record["slurm_status"] = answer.status
-            log.info("late fault: %s %s carried out %.1fs after it arrived", call.method, call.path, delay)
-
-        task = asyncio.get_running_loop().create_task(later())
-        self._late_tasks.add(task)
-        task.add_done_callback(self._late_tasks.discard)
-        await asyncio.shield(task)
-        raise ConnectionReset()
+        return task
 
     async def _call_slurm(self, call: SlurmCall) -> BackendAnswer:
         try:
