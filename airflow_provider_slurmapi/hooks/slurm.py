@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook, GoogleBaseHook
 
 from airflow_provider_slurmapi.slurm.accounting import Accounting
-from airflow_provider_slurmapi.slurm.client import ACCOUNTING_POLL_SECONDS, SlurmClientBase, one_off_tag
+from airflow_provider_slurmapi.slurm.client import ACCOUNTING_POLL_SECONDS, SlurmClientBase, SubmitOptions
 from airflow_provider_slurmapi.slurm.cluster import ClusterArgs, ClusterRef, cluster_ref
 from airflow_provider_slurmapi.slurm.envelope import HttpMethod, SlurmResponse
 from airflow_provider_slurmapi.slurm.job import SlurmJob
@@ -41,7 +41,7 @@ from airflow_provider_slurmapi.slurm.plans import (
     run_plan,
 )
 from airflow_provider_slurmapi.slurm.readers import CancelOutcome, SubmitResult
-from airflow_provider_slurmapi.slurm.spec import PreparedSubmission, prepare_submission
+from airflow_provider_slurmapi.slurm.spec import PreparedSubmission
 from airflow_provider_slurmapi.slurm.states import JobStateInfo
 
 if TYPE_CHECKING:
@@ -230,8 +230,7 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         ``submit_settle_seconds``). ``earlier_job_id``: a job of an earlier try with the same tag,
         never taken for this submit's.
         """
-        prepared = prepare_submission(job, script, tag=tag or one_off_tag(), comment=comment)
-        return self.submit_prepared(prepared, earlier_job_id=earlier_job_id)
+        return self._run(self._submit_job_plan(job, script, tag=tag, comment=comment, earlier_job_id=earlier_job_id))
 
     def submit_prepared(self, prepared: PreparedSubmission, *, earlier_job_id: int | None = None) -> SubmitResult:
         """:meth:`submit_job` of a submission already prepared (and so checked) by
@@ -424,16 +423,9 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
         return await self._run(self._later_copies_plan(tag, keep_job_id))
 
     async def submit_job(
-        self,
-        job: Mapping[str, Any] | None,
-        script: str | None,
-        *,
-        tag: str | None = None,
-        comment: str | None = None,
-        earlier_job_id: int | None = None,
+        self, job: Mapping[str, Any] | None, script: str | None, **options: Unpack[SubmitOptions]
     ) -> SubmitResult:
-        prepared = prepare_submission(job, script, tag=tag or one_off_tag(), comment=comment)
-        return await self._run(self._submit_plan(prepared, earlier_job_id=earlier_job_id))
+        return await self._run(self._submit_job_plan(job, script, **options))
 
     async def submit_prepared(self, prepared: PreparedSubmission, *, earlier_job_id: int | None = None) -> SubmitResult:
         return await self._run(self._submit_plan(prepared, earlier_job_id=earlier_job_id))

@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar, Unpack
 
 from airflow_provider_slurmapi.slurm.accounting import Accounting, not_recorded, pick_record, read_accounting
 from airflow_provider_slurmapi.slurm.api_versions import NEGOTIATE, probe_order, served_by, traits
@@ -92,6 +92,15 @@ ACCOUNTING_POLL_SECONDS = 2.0
 TAG_LOOKBACK_SECONDS = 7 * 24 * 3600
 # After a lost submit answer, how much longer than the request timeout the service may still act on it.
 SUBMIT_SETTLE_MARGIN_SECONDS = 30.0
+
+
+class SubmitOptions(TypedDict, total=False):
+    """How a job is submitted: its task's ``tag`` (else a one-off one), its ``comment``, and the job of an
+    earlier try with the same tag (``earlier_job_id``), never taken for this submit's."""
+
+    tag: str | None
+    comment: str | None
+    earlier_job_id: int | None
 
 
 class PostTokenRefused(UnauthenticatedError):
@@ -513,6 +522,14 @@ class SlurmClientBase:
         return own_tagged([*live, *history], tag, user=user, since=since)
 
     # -- submit-once: exactly one job ----------------------------------------------------------------
+    def _submit_job_plan(
+        self, job: Mapping[str, Any] | None, script: str | None, **options: Unpack[SubmitOptions]
+    ) -> Plan[SubmitResult]:
+        """Prepare (check, tag) a batch job and submit it exactly once."""
+        tag, comment = options.get("tag"), options.get("comment")
+        prepared = prepare_submission(job, script, tag=tag or one_off_tag(), comment=comment)
+        return self._submit_plan(prepared, earlier_job_id=options.get("earlier_job_id"))
+
     def _submit_plan(self, prepared: PreparedSubmission, *, earlier_job_id: int | None) -> Plan[SubmitResult]:
         """Submit a prepared batch job exactly once (see ``SlurmApiHook.submit_job``).
 
@@ -784,6 +801,7 @@ __all__ = [
     "PostTokenRefused",
     "SlurmClientBase",
     "SlurmRequest",
+    "SubmitOptions",
     "answer_lost",
     "as_states",
     "log_slurm_warnings",

@@ -184,17 +184,31 @@ class AsyncTransport(Protocol):
     async def refresh(self) -> None: ...
 
 
+class _Run(Generic[T]):
+    """The stepping both drivers share: the next effect, fed its reply or the error it ended in."""
+
+    def __init__(self, plan: Plan[T], expand: Expand) -> None:
+        self._effects = effects_of(plan, expand)
+        self.effect: Effect | None = None
+        self.result: T | None = None
+        self.feed(None)
+
+    def feed(self, reply: Any) -> None:
+        """The reply to :attr:`effect` (a :class:`SlurmApiError`: thrown in); :attr:`effect` ``None``: done."""
+        try:
+            if isinstance(reply, SlurmApiError):
+                self.effect = self._effects.throw(reply)
+            else:
+                self.effect = self._effects.send(reply)
+        except StopIteration as stop:
+            self.effect, self.result = None, stop.value
+
+
 def run_plan(plan: Plan[T], *, expand: Expand, transport: Transport, clock: Clock) -> T:
     """Carry out a plan with a blocking transport and clock; its result, or the error it did not catch."""
-    effects = effects_of(plan, expand)
-    reply: Any = None
-    error: SlurmApiError | None = None
-    while True:
-        try:
-            effect = effects.throw(error) if error is not None else effects.send(reply)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        reply, error = None, None
+    run = _Run(plan, expand)
+    while (effect := run.effect) is not None:
+        reply: Any = None
         try:
             if isinstance(effect, Send):
                 reply = transport.send(effect)
@@ -205,20 +219,16 @@ def run_plan(plan: Plan[T], *, expand: Expand, transport: Transport, clock: Cloc
             else:
                 reply = clock.now()
         except SlurmApiError as exc:
-            error = exc
+            reply = exc
+        run.feed(reply)
+    return run.result  # type: ignore[return-value]
 
 
 async def arun_plan(plan: Plan[T], *, expand: Expand, transport: AsyncTransport, clock: AsyncClock) -> T:
     """:func:`run_plan` with an awaitable transport and clock."""
-    effects = effects_of(plan, expand)
-    reply: Any = None
-    error: SlurmApiError | None = None
-    while True:
-        try:
-            effect = effects.throw(error) if error is not None else effects.send(reply)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        reply, error = None, None
+    run = _Run(plan, expand)
+    while (effect := run.effect) is not None:
+        reply: Any = None
         try:
             if isinstance(effect, Send):
                 reply = await transport.send(effect)
@@ -229,7 +239,9 @@ async def arun_plan(plan: Plan[T], *, expand: Expand, transport: AsyncTransport,
             else:
                 reply = clock.now()
         except SlurmApiError as exc:
-            error = exc
+            reply = exc
+        run.feed(reply)
+    return run.result  # type: ignore[return-value]
 
 
 __all__ = [
