@@ -2,26 +2,28 @@
 
 As httpx splits ``BaseClient`` (configuration, building requests, reading responses) from ``Client``
 and ``AsyncClient`` (sending them), :class:`SlurmClientBase` owns the paths, the request envelope,
-reading the answers, mapping errors and the retry policy; a hook adds only a transport: its ``call``
-sends one envelope and waits, with ``requests`` or with aiohttp.
+reading the answers, mapping errors, the one retry layer and the one 401 rule; a hook adds only a
+transport (post one envelope, refresh the token) and a clock.
 
-A read of several calls (a job from the live queue, else from the history; the states of jobs, else
-the job list) is written once, as a *plan*: a generator that yields the :class:`SlurmRequest` it
-needs next and is sent its result (or thrown its error). Each hook drives plans with its own
-transport (:class:`PlanRun`), so the sync and the async hook cannot drift apart.
+Every flow of several calls (a job from the live queue, else from the history; submit-once; the tag
+lookup; the accounting wait; cancel-and-confirm) is written once, as a *plan*: a generator that
+yields the :class:`SlurmRequest` it needs next (sent its result or thrown its error), a
+:class:`~airflow_provider_slurmapi.slurm.plans.Sleep`, or :data:`~airflow_provider_slurmapi.slurm.plans.NOW`.
+The drivers of :mod:`~airflow_provider_slurmapi.slurm.plans` carry plans out, so the sync and the
+async hook cannot drift apart.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
-from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, TypedDict, TypeVar, Unpack
 
-import tenacity
-
+from airflow_provider_slurmapi.slurm.accounting import Accounting, not_recorded, pick_record, read_accounting
 from airflow_provider_slurmapi.slurm.api_versions import NEGOTIATE, probe_order, served_by, traits
 from airflow_provider_slurmapi.slurm.array import complete_array
 from airflow_provider_slurmapi.slurm.cluster import ClusterRef
@@ -34,13 +36,28 @@ from airflow_provider_slurmapi.slurm.errors import (
     SignalOutcomeUnknownError,
     SlurmApiError,
     SlurmError,
+    SubmitOutcomeUnknownError,
+    SubmitRejectedError,
     UnauthenticatedError,
     UnsupportedApiVersionError,
 )
 from airflow_provider_slurmapi.slurm.job import SlurmJob
 from airflow_provider_slurmapi.slurm.paths import VERSION_PLACEHOLDER, SlurmPaths, ping_path, resolve_path
+from airflow_provider_slurmapi.slurm.plans import (
+    NOW,
+    REFRESH,
+    Effects,
+    Plan,
+    Send,
+    Sleep,
+    SlurmRequest,
+    effects_of,
+    one_call,
+)
 from airflow_provider_slurmapi.slurm.readers import (
+    ESLURM_INVALID_JOB_ID,
     CancelOutcome,
+    SubmitResult,
     caller_user,
     read_array_task_states,
     read_cancel,
@@ -50,10 +67,12 @@ from airflow_provider_slurmapi.slurm.readers import (
     read_jobs_by_id,
     read_live_job,
     read_partition_names,
+    read_submit,
 )
-from airflow_provider_slurmapi.slurm.retry import DEFAULT_RETRY_SECONDS, is_transient, retry_kwargs
+from airflow_provider_slurmapi.slurm.retry import DEFAULT_RETRY_SECONDS, backoff_seconds, is_transient
+from airflow_provider_slurmapi.slurm.spec import CLOCK_SKEW_SECONDS, PreparedSubmission, prepare_submission
 from airflow_provider_slurmapi.slurm.states import JobStateInfo
-from airflow_provider_slurmapi.slurm.tag import own_tagged
+from airflow_provider_slurmapi.slurm.tag import newest_tagged, own_tagged
 
 T = TypeVar("T")
 
@@ -67,55 +86,25 @@ _ROUTINE_WARNINGS = ("found nothing", "No job changes since", "Zero jobs to dump
 _REPEATED_WARNINGS = ("deprecat",)
 # The API version negotiated with each cluster (by its callSlurmRestApi URL), once per process.
 _NEGOTIATED: dict[str, str] = {}
+# How often a finished job's accounting record is looked for while slurmdbd has not recorded it yet.
+ACCOUNTING_POLL_SECONDS = 2.0
+# How far back the history is searched for a job carrying a task's tag.
+TAG_LOOKBACK_SECONDS = 7 * 24 * 3600
+# After a lost submit answer, how much longer than the request timeout the service may still act on it.
+SUBMIT_SETTLE_MARGIN_SECONDS = 30.0
 
 
-@dataclass(frozen=True, slots=True)
-class SlurmRequest(Generic[T]):
-    """One Slurm call and how to read its answer.
+class SubmitOptions(TypedDict, total=False):
+    """How a job is submitted: its task's ``tag`` (else a one-off one), its ``comment``, and the job of an
+    earlier try with the same tag (``earlier_job_id``), never taken for this submit's."""
 
-    ``retry``: ``None`` retries GET and DELETE on transient failures, never a POST. ``reread``: ask
-    again when Slurm garbled the record asked for (:class:`MalformedRecordError`).
-    """
-
-    method: HttpMethod
-    path: str
-    read: Callable[[SlurmResponse], T]
-    body: Mapping[str, Any] | None = None
-    retry: bool | None = None
-    reread: bool = False
+    tag: str | None
+    comment: str | None
+    earlier_job_id: int | None
 
 
-Plan = Generator[SlurmRequest[Any], Any, T]
-"""A read of one or more calls: yields requests, is sent their results or thrown their errors."""
-
-
-def one_call(request: SlurmRequest[T]) -> Plan[T]:
-    """The plan of a single call."""
-    result: T = yield request
-    return result
-
-
-class PlanRun(Generic[T]):
-    """Drives a plan: :attr:`request` is what it needs next (``None``: done, see :attr:`result`)."""
-
-    def __init__(self, plan: Plan[T]) -> None:
-        self._plan = plan
-        self.result: T | None = None
-        self.request: SlurmRequest[Any] | None = None
-        self._step(lambda: next(plan))
-
-    def feed(self, outcome: object) -> None:
-        """The result of :attr:`request`, or the :class:`SlurmApiError` it ended in."""
-        if isinstance(outcome, SlurmApiError):
-            self._step(lambda: self._plan.throw(outcome))
-        else:
-            self._step(lambda: self._plan.send(outcome))
-
-    def _step(self, advance: Callable[[], SlurmRequest[Any]]) -> None:
-        try:
-            self.request = advance()
-        except StopIteration as stop:
-            self.request, self.result = None, stop.value
+class PostTokenRefused(UnauthenticatedError):
+    """A 401 answer to a POST: not resent (it may have been carried out); the token is refreshed for the next call."""
 
 
 class SlurmClientBase:
@@ -146,6 +135,12 @@ class SlurmClientBase:
         self.retry_initial_wait = 1.0
         # Whether jobs/state answers here: learnt once per client (see _live_states_plan).
         self.state_endpoint = True
+        # After a lost submit answer, how long the job is looked for before the submit is sent again.
+        self.submit_settle_seconds = self.timeout + SUBMIT_SETTLE_MARGIN_SECONDS
+
+    def _target(self) -> ClusterRef:
+        """The cluster the transport talks to (with the connection's project and endpoint)."""
+        raise NotImplementedError
 
     def _needs_version(self, path: str) -> bool:
         """Whether ``path`` waits for the negotiated version (the hook negotiates, then resolves it)."""
@@ -159,16 +154,66 @@ class SlurmClientBase:
         """The hook's logger (Airflow's), else this module's."""
         return getattr(self, "log", None) or logging.getLogger(__name__)
 
-    # -- the retry policy ---------------------------------------------------------------------------
-    def _retry_kwargs(self) -> dict[str, Any]:
-        """Transient failures of a call (never a POST's): bounded exponential backoff with jitter."""
-        return retry_kwargs(self.retry_seconds, initial=self.retry_initial_wait, logger=self._logger)
+    # -- one request: the one retry layer and the one 401 rule -------------------------------------
+    def _exchange(self, request: SlurmRequest[Any]) -> Effects[Any]:
+        """One request, as effects for a driver: its read result, or the error it ended in.
 
-    def _reread_kwargs(self, request: SlurmRequest[Any]) -> dict[str, Any]:
-        """Asking again for a record Slurm garbled, when the request allows it; else one attempt."""
-        if not request.reread:
-            return {"stop": tenacity.stop_after_attempt(1), "reraise": True}
-        return {**self._retry_kwargs(), "retry": tenacity.retry_if_exception_type(MalformedRecordError)}
+        The one retry layer: transient failures (:func:`~airflow_provider_slurmapi.slurm.retry.is_transient`)
+        of a request that may be repeated (GET, DELETE; never a POST unless ``retry``), and a record Slurm
+        garbled (:class:`MalformedRecordError`) when the request asks for a ``reread``, are tried again with
+        backoff until ``retry_seconds`` after the first attempt: one budget per request, whatever failed.
+        """
+        if self._needs_version(request.path):
+            self.api_version = yield from effects_of(self._negotiate_plan(self._target()), self._exchange)
+        path = self._resolved(request.path)
+        envelope = Send(request.method, path, self._encode(request.method, path, request.body))
+        retries = self._retries(request.method, request.retry)
+        started: float = yield NOW
+        attempt = 0
+        while True:
+            attempt += 1
+            failure: SlurmApiError
+            try:
+                response = yield from self._answer(envelope)
+            except SlurmApiError as exc:
+                if not (retries and is_transient(exc)):
+                    raise
+                failure = exc
+            else:
+                try:
+                    return request.read(response)
+                except MalformedRecordError as exc:
+                    if not request.reread:
+                        raise
+                    failure = exc
+            now: float = yield NOW
+            if now - started >= self.retry_seconds:
+                raise failure
+            wait = backoff_seconds(attempt, self.retry_initial_wait)
+            self._logger.warning("Slurm Job API call failed (%s); retry %d in %.1fs", failure, attempt, wait)
+            yield Sleep(wait)
+
+    def _answer(self, envelope: Send) -> Effects[SlurmResponse]:
+        """One envelope sent, under the one 401 rule of both hooks.
+
+        A 401 refreshes the token and sends the request once more, except a POST: it may have been
+        carried out (a submit could start a second job), so it is not resent; the token is refreshed
+        for the next call and :class:`PostTokenRefused` goes to the caller (for a submit: a lost answer).
+        """
+        status, content = yield envelope
+        if status == 401:
+            yield REFRESH
+            if envelope.method == "POST":
+                raise PostTokenRefused(
+                    f"{envelope.method} {envelope.path} was answered 401 (token refused); it is not resent, as "
+                    "its outcome is unknown. The token was refreshed for the next call.",
+                    http_status=401,
+                )
+            status, content = yield envelope
+        response = self._read_answer(
+            status, content, method=envelope.method, path=envelope.path, cluster=self._target()
+        )
+        return self._answered(response)
 
     @staticmethod
     def _retries(method: HttpMethod, retry: bool | None) -> bool:
@@ -265,6 +310,12 @@ class SlurmClientBase:
             release or "release not given",
         )
         return answered
+
+    def _call_plan(
+        self, method: HttpMethod, path: str, body: Mapping[str, Any] | None, retry: bool | None
+    ) -> Plan[SlurmResponse]:
+        """One raw call: Slurm's answer as it is (``errors[]`` left to the caller)."""
+        return one_call(SlurmRequest(method, path, _as_is, body, retry))
 
     def _live_job_plan(self, job_id: int) -> Plan[SlurmJob | None]:
         return one_call(SlurmRequest("GET", self.paths.job(job_id), read_live_job, reread=True))
@@ -408,6 +459,250 @@ class SlurmClientBase:
         self._logger.info("Cancel of Slurm job %s: %s", job_id, outcome.value)
         return outcome
 
+    # -- who we are on the cluster -------------------------------------------------------------------
+    def _caller_plan(self) -> Plan[str]:
+        """The caller's own Linux account on the cluster: every job this deployment submits is owned by it.
+
+        Learned from an answer already read (``meta.client.user``), else from one small call; connection
+        extra ``slurm_user`` overrides it (a plain slurmrestd with ``rest_auth/jwt`` answers ``root``).
+        """
+        if self._caller is None:
+            yield SlurmRequest("GET", self.paths.partitions(), _as_is)
+        if self._caller is None:
+            raise MalformedResponseError(
+                f"The answers of {self._target()} do not name their caller (meta.client.user is empty): the "
+                "provider cannot tell its own Slurm jobs from other users' jobs, so it adopts none. Check that "
+                "the endpoint is the Slurm Job API (or a slurmrestd that authenticates each caller)."
+            )
+        return self._caller
+
+    # -- the tag lookup ------------------------------------------------------------------------------
+    def _find_by_tag_plan(
+        self, tag: str, *, name: str | None, since: int | None, user: str | None
+    ) -> Plan[SlurmJob | None]:
+        """The newest job of the caller's own user that carries ``tag``, by the narrowest means that answers.
+
+        The history first, filtered by job name, user and a time window: its answer grows with this
+        task's jobs, not with the cluster. The live queue (every job of the cluster) only when the
+        history cannot answer: no accounting storage, an error, or records without comments (the
+        cluster does not store them: ``AccountingStoreFlags=job_comment`` is not set). A job of another
+        user is never returned, whatever its comment.
+        """
+        own = yield from self._caller_plan()
+        if user is not None and user != own:
+            self._logger.warning(
+                "Job owner %s is not the caller %s: looking for the caller's own jobs only.", user, own
+            )
+        start = since if since is not None else int(time.time()) - TAG_LOOKBACK_SECONDS
+        path = self.paths.history_jobs(job_name=name, start_time=start, users=[own])
+        live_jobs = SlurmRequest("GET", self.paths.jobs(), _live_list)
+        try:
+            history: list[SlurmJob] = yield SlurmRequest("GET", path, _history_list)
+        except SlurmApiError as exc:
+            self._logger.warning("The history cannot answer (%s); looking for tag %s in the live queue.", exc, tag)
+        else:
+            if not history:
+                return None
+            if not any(job.comment for job in history):
+                self._logger.info("The history keeps no job comments; looking for tag %s in the live queue.", tag)
+            elif all(job.comment or job.is_finished for job in history):
+                return newest_tagged(history, tag, user=own)
+            else:
+                # slurmdbd stores a job's comment when the job ends (AccountingStoreFlags=job_comment): a
+                # job still pending or running shows none there, so its tag is read from the live queue.
+                return newest_tagged([*history, *(yield live_jobs)], tag, user=own)
+        return newest_tagged((yield live_jobs), tag, user=own)
+
+    def _tagged_everywhere_plan(self, tag: str, *, name: str | None, since: int) -> Plan[list[SlurmJob]]:
+        """This task's jobs submitted since ``since``, from the live queue and the history, oldest first."""
+        live: list[SlurmJob] = yield SlurmRequest("GET", self.paths.jobs(), _live_list)
+        user = yield from self._caller_plan()
+        path = self.paths.history_jobs(job_name=name, start_time=since, users=[user])
+        history: list[SlurmJob] = yield SlurmRequest("GET", path, _history_list)
+        return own_tagged([*live, *history], tag, user=user, since=since)
+
+    # -- submit-once: exactly one job ----------------------------------------------------------------
+    def _submit_job_plan(
+        self, job: Mapping[str, Any] | None, script: str | None, **options: Unpack[SubmitOptions]
+    ) -> Plan[SubmitResult]:
+        """Prepare (check, tag) a batch job and submit it exactly once."""
+        tag, comment = options.get("tag"), options.get("comment")
+        prepared = prepare_submission(job, script, tag=tag or one_off_tag(), comment=comment)
+        return self._submit_plan(prepared, earlier_job_id=options.get("earlier_job_id"))
+
+    def _submit_plan(self, prepared: PreparedSubmission, *, earlier_job_id: int | None) -> Plan[SubmitResult]:
+        """Submit a prepared batch job exactly once (see ``SlurmApiHook.submit_job``).
+
+        One prepared without a tag gets a one-off tag first (a lost answer is settled by it). A rejected
+        partition is named with the cluster's partitions.
+        """
+        if not prepared.tag:
+            tagged = prepare_submission(prepared.job, prepared.payload.get("script"), tag=one_off_tag())
+            prepared = PreparedSubmission(payload=tagged.payload, notes=prepared.notes, tag=tagged.tag)
+        for note in prepared.notes:
+            self._logger.info("%s", note)
+        try:
+            return (yield from self._submit_once_plan(prepared, earlier_job_id))
+        except SubmitRejectedError as exc:
+            if exc.kind == "partition":
+                exc.name_partitions((yield from self._partition_names_for_message_plan()))
+            raise
+
+    def _partition_names_for_message_plan(self) -> Plan[list[str]]:
+        """The partitions, to name them in an error; never fails (the error being reported matters more)."""
+        try:
+            return (yield from self._partitions_plan(retry=False))
+        except SlurmApiError as exc:
+            self._logger.warning("Could not list the cluster's partitions: %s", exc)
+            return []
+
+    def _submit_once_plan(self, prepared: PreparedSubmission, earlier_job_id: int | None) -> Plan[SubmitResult]:
+        """Send the submit once; on a lost answer, look for the job until the settle window is over first.
+
+        A lost answer (no answer, 5xx, UNAVAILABLE, 429, a garbled one, or a 401) does not say whether
+        Slurm created the job, and the service may still act on it after the client gave up. The submit
+        is sent again only when lookups have found no job with its tag for ``submit_settle_seconds``
+        after it was sent; after any resend the tag is looked up again and, should two jobs carry it,
+        the newer is cancelled.
+        """
+        assert prepared.tag
+        deadline = (yield NOW) + max(self.retry_seconds, self.submit_settle_seconds)
+        since = int(time.time()) - CLOCK_SKEW_SECONDS  # Slurm's wall clock, not a wait
+        resent = False
+        submit = SlurmRequest("POST", self.paths.submit(), read_submit, body=prepared.payload)
+        while True:
+            sent: float = yield NOW
+            try:
+                result: SubmitResult = yield submit
+            except SlurmApiError as exc:
+                if not answer_lost(exc):
+                    raise
+                found = yield from self._settle_lost_submit_plan(prepared, exc, sent, since, earlier_job_id)
+                if found is not None:
+                    return SubmitResult(job_id=found.job_id, resent=resent)
+                if (yield NOW) >= deadline:
+                    raise
+                resent = True
+                continue
+            self._logger.info("Submitted Slurm job %s to %s", result.job_id, self._target())
+            if resent:
+                kept = yield from self._drop_duplicate_jobs_plan(prepared, result, since, earlier_job_id)
+                result = replace(kept, resent=True)
+            return result
+
+    def _settle_lost_submit_plan(
+        self, prepared: PreparedSubmission, exc: SlurmApiError, sent: float, since: int, earlier_job_id: int | None
+    ) -> Plan[SlurmJob | None]:
+        """Look for the job of a lost submit until ``submit_settle_seconds`` after it was sent."""
+        assert prepared.tag
+        settled_at = sent + self.submit_settle_seconds
+        pause = min(10.0, max(0.5, self.submit_settle_seconds / 4))
+        self._logger.warning(
+            "The answer to the submit was lost (%s). Looking for tag %s for up to %.0fs before sending it again.",
+            exc,
+            prepared.tag,
+            max(0.0, settled_at - (yield NOW)),
+        )
+        while True:
+            looked_at: float = yield NOW
+            found = yield from self._find_after_lost_answer_plan(prepared, since, earlier_job_id)
+            if found is not None:
+                return found
+            if looked_at >= settled_at:
+                self._logger.warning(
+                    "No job carries tag %s %.0fs after the lost submit: sending it again.",
+                    prepared.tag,
+                    looked_at - sent,
+                )
+                return None
+            yield Sleep(min(pause, max(0.0, settled_at - (yield NOW))))
+
+    def _find_after_lost_answer_plan(
+        self, prepared: PreparedSubmission, since: int, earlier_job_id: int | None
+    ) -> Plan[SlurmJob | None]:
+        assert prepared.tag
+        try:
+            jobs = yield from self._tagged_everywhere_plan(prepared.tag, name=prepared.job.get("name"), since=since)
+        except SlurmApiError as exc:
+            raise SubmitOutcomeUnknownError(
+                f"The answer to a submit was lost and looking for its tag {prepared.tag} failed too ({exc}). "
+                "Not resending, to avoid a second copy of the job: check the cluster's queue for that tag."
+            ) from exc
+        jobs = [job for job in jobs if earlier_job_id is None or job.job_id > earlier_job_id]
+        found = jobs[0] if jobs else None
+        if found is not None:
+            self._logger.warning(
+                "The answer to the submit was lost, but Slurm job %s carries its tag %s: using it, not resending.",
+                found.job_id,
+                prepared.tag,
+            )
+        return found
+
+    def _drop_duplicate_jobs_plan(
+        self, prepared: PreparedSubmission, result: SubmitResult, since: int, earlier_job_id: int | None
+    ) -> Plan[SubmitResult]:
+        """After a resend: if the lost submit was carried out after all, keep the older job, cancel the newer."""
+        assert prepared.tag
+        try:
+            jobs = yield from self._tagged_everywhere_plan(prepared.tag, name=prepared.job.get("name"), since=since)
+        except SlurmApiError as exc:
+            self._logger.warning("Could not look for a second job with tag %s after the resend: %s", prepared.tag, exc)
+            return result
+        jobs = [job for job in jobs if earlier_job_id is None or job.job_id > earlier_job_id]
+        if len(jobs) < 2:
+            return result
+        keep, extra = jobs[0], jobs[1:]
+        for job in extra:
+            self._logger.warning(
+                "Slurm jobs %s and %s both carry tag %s (the lost submit was carried out after all): "
+                "cancelling the newer, %s.",
+                keep.job_id,
+                job.job_id,
+                prepared.tag,
+                job.job_id,
+            )
+            yield from self._cancel_plan(job.job_id)
+        return SubmitResult(job_id=keep.job_id, warnings=result.warnings if keep.job_id == result.job_id else [])
+
+    # -- the accounting wait -------------------------------------------------------------------------
+    def _accounting_plan(self, job_id: int) -> Plan[Accounting | None]:
+        """The history's summary of a finished job; ``None`` while it has no finished record of it.
+
+        One call, not retried here: :meth:`_wait_for_accounting_plan` looks again.
+        """
+
+        def read(response: SlurmResponse) -> Accounting | None:
+            if response.has_error(ESLURM_INVALID_JOB_ID):
+                return None
+            response.raise_for_errors()
+            return read_accounting(pick_record(response.body, job_id), job_id)
+
+        return one_call(SlurmRequest("GET", self.paths.history_job(job_id), read, retry=False))
+
+    def _wait_for_accounting_plan(
+        self, job_id: int, wait_seconds: float, poll_seconds: float
+    ) -> Plan[tuple[str, dict[str, Any]]]:
+        """The accounting line and XCom value of a finished job, looked for up to ``wait_seconds``.
+
+        slurmdbd records a job a little after it ends: until then the history has no finished record.
+        Never raises for a Slurm or API error: the line then says why there is no summary.
+        """
+        started: float = yield NOW
+        while True:
+            try:
+                accounting = yield from self._accounting_plan(job_id)
+            except SlurmApiError as exc:
+                waited = (yield NOW) - started
+                if not is_transient(exc) or waited >= wait_seconds:
+                    return not_recorded(job_id, waited, f"the history could not be read ({exc})")
+                accounting = None
+            if accounting is not None:
+                return accounting.describe(), accounting.to_dict()
+            waited = (yield NOW) - started
+            if waited >= wait_seconds:
+                return not_recorded(job_id, waited)
+            yield Sleep(min(poll_seconds, max(0.0, wait_seconds - waited)))
+
 
 def log_slurm_warnings(logger: Any, response: SlurmResponse, said: set[str] | None = None) -> None:
     """Slurm's ``warnings[]`` in the task log; the routine "nothing found" ones only at debug level.
@@ -458,6 +753,19 @@ def _as_is(response: SlurmResponse) -> SlurmResponse:
     return response
 
 
+def _live_list(response: SlurmResponse) -> list[SlurmJob]:
+    return read_jobs(response, history=False)
+
+
+def _history_list(response: SlurmResponse) -> list[SlurmJob]:
+    return read_jobs(response, history=True)
+
+
+def answer_lost(exc: SlurmApiError) -> bool:
+    """Whether a submit's failure leaves its outcome unknown (the job may exist)."""
+    return is_transient(exc) or isinstance(exc, PostTokenRefused)
+
+
 def state_endpoint_refused(exc: SlurmApiError) -> str | None:
     """Why ``jobs/state`` cannot answer on this cluster, or ``None`` if ``exc`` says something else."""
     if isinstance(exc, InvalidArgumentError):
@@ -485,12 +793,16 @@ def as_states(live: Mapping[int, JobStateInfo | SlurmJob]) -> dict[int, JobState
 
 
 __all__ = [
+    "ACCOUNTING_POLL_SECONDS",
     "DEFAULT_TIMEOUT_SECONDS",
     "MAX_IDS_PER_CALL",
+    "TAG_LOOKBACK_SECONDS",
     "Plan",
-    "PlanRun",
+    "PostTokenRefused",
     "SlurmClientBase",
     "SlurmRequest",
+    "SubmitOptions",
+    "answer_lost",
     "as_states",
     "log_slurm_warnings",
     "one_call",

@@ -1,15 +1,13 @@
-"""When and how long to retry a call (tenacity), shared by the sync and async hooks.
+"""When and how long to retry a call: the one retry layer, applied per request by the client core.
 
-Only calls that are safe to repeat are retried here: GET and DELETE. A submit whose answer was lost
-is never resent blindly; the hook looks for the job's tag first (see ``SlurmApiHook.submit_job``).
+Only calls that are safe to repeat are retried: GET and DELETE. A submit whose answer was lost is never
+resent blindly; the submit-once plan looks for the job's tag first (``SlurmClientBase._submit_once_plan``).
+A record Slurm garbled is asked for again within the same budget (``SlurmClientBase._exchange``).
 """
 
 from __future__ import annotations
 
-import logging
-from typing import Any, Protocol
-
-import tenacity
+import random
 
 from airflow_provider_slurmapi.slurm.errors import (
     ApiConnectionError,
@@ -17,15 +15,9 @@ from airflow_provider_slurmapi.slurm.errors import (
     TransientApiError,
 )
 
-log = logging.getLogger(__name__)
-
 DEFAULT_RETRY_SECONDS = 300.0
-
-
-class WarningLogger(Protocol):
-    """Anything with ``warning(msg, *args)``: a stdlib logger or Airflow's structlog one."""
-
-    def warning(self, msg: Any, /, *args: Any, **kwargs: Any) -> Any: ...
+# The longest pause between two attempts of one call.
+MAX_BACKOFF_SECONDS = 60.0
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -38,24 +30,10 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, TransientApiError | ApiConnectionError | MalformedResponseError)
 
 
-def retry_kwargs(
-    max_seconds: float = DEFAULT_RETRY_SECONDS, *, initial: float = 1.0, logger: WarningLogger | None = None
-) -> dict[str, Any]:
-    """Arguments for ``tenacity.Retrying``/``AsyncRetrying``: exponential backoff with jitter, bounded."""
-    target: WarningLogger = logger or log
-
-    def log_retry(state: tenacity.RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome else None
-        wait = state.next_action.sleep if state.next_action else 0
-        target.warning("Slurm Job API call failed (%s); retry %d in %.1fs", exc, state.attempt_number, wait)
-
-    return {
-        "retry": tenacity.retry_if_exception(is_transient),
-        "wait": tenacity.wait_exponential_jitter(initial=initial, max=60, jitter=initial),
-        "stop": tenacity.stop_after_delay(max_seconds),
-        "reraise": True,
-        "before_sleep": log_retry,
-    }
+def backoff_seconds(attempt: int, initial: float = 1.0) -> float:
+    """The pause after failed attempt number ``attempt`` (1-based): exponential, with jitter, bounded."""
+    pause: float = initial * 2 ** (attempt - 1) + random.uniform(0, initial)
+    return min(pause, MAX_BACKOFF_SECONDS)
 
 
-__all__ = ["DEFAULT_RETRY_SECONDS", "is_transient", "retry_kwargs"]
+__all__ = ["DEFAULT_RETRY_SECONDS", "MAX_BACKOFF_SECONDS", "backoff_seconds", "is_transient"]

@@ -104,9 +104,8 @@ def answer_of(fixture: str, path: str, **fields: Any) -> Any:
 
 
 def serve(hook: Any, slurm: RecordedSlurm) -> None:
-    """Send every call of ``hook`` (both of its sessions) to ``slurm``."""
+    """Send every call of ``hook`` (its one session) to ``slurm``."""
     session = requests.Session()
     session.mount("http://", slurm)
     session.mount("https://", slurm)
     hook.session = session
-    hook.submit_session = session

@@ -22,7 +22,7 @@ async def test_async_get_cancel_and_token_refresh(gcp_connection: Any) -> None:
         hook.retry_initial_wait = 0.05
         job = await hook.get_job(job_id)
         assert job is not None and not job.is_finished
-        states = await hook.get_job_states([job_id])
+        states = await hook.get_live_states([job_id])
         assert job_id in states
         # The emulator forgets every token for one call: the hook refreshes once and goes on.
         gcp_connection.add_fault("expire-token@job-get")

@@ -147,7 +147,7 @@ def test_bad_job_ids_are_refused_by_every_hook_method_before_any_call(job_id: An
         lambda: hook.get_history_job(job_id),
         lambda: hook.cancel_job(job_id),
         lambda: hook.cancel_job(job_id, signal="SIGUSR1"),
-        lambda: hook.get_job_states([7, job_id]),
+        lambda: hook.get_live_states([7, job_id]),
     ]
     for call in calls:
         with pytest.raises(ConfigurationError, match="job_id="):
@@ -159,7 +159,7 @@ def test_bad_job_ids_are_refused_by_every_hook_method_before_any_call(job_id: An
                 lambda: async_hook.get_job(job_id),
                 lambda: async_hook.get_history_job(job_id),
                 lambda: async_hook.cancel_job(job_id),
-                lambda: async_hook.get_job_states([7, job_id]),
+                lambda: async_hook.get_live_states([7, job_id]),
             ):
                 with pytest.raises(ConfigurationError, match="job_id="):
                     await coroutine()

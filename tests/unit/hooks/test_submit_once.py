@@ -6,6 +6,7 @@ owns jobs the emulator's harness creates, as on a shared Slurm cluster.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from airflow_provider_slurmapi.slurm.job_output import wrap_script
 from airflow_provider_slurmapi.slurm.spec import prepare_submission
 from airflow_provider_slurmapi.slurm.tag import task_comment, task_tag
 from tests.conftest import CLUSTER, connection_uri_env
+from tests.unit.hooks.fake_clock import AsyncFakeClock, FakeClock
 
 LONG = "#!/bin/bash\nsleep 60\n"
 KEY = b"this deployment's secret"
@@ -28,10 +30,25 @@ def connect(monkeypatch: pytest.MonkeyPatch, emulator: Any, credentials_file: Pa
     monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", connection_uri_env(emulator, credentials_file, **extra))
 
 
-def make_hook() -> SlurmApiHook:
+def make_hook(clock: FakeClock | None = None) -> SlurmApiHook:
+    """A hook whose waits (settle, retries) take no real time."""
     hook = SlurmApiHook(**CLUSTER)
     hook.retry_initial_wait = 0.05
+    hook.clock = clock or FakeClock()
     return hook
+
+
+def until_tagged(emulator: Any, tag: str) -> FakeClock:
+    """A fake clock whose waits last until the emulator has carried out a job with ``tag`` (the late
+    submit): the event the settle window stands for, waited for as an event."""
+
+    def carried_out() -> None:
+        deadline = time.monotonic() + 30
+        while not tagged(emulator, tag):
+            assert time.monotonic() < deadline, f"no job with tag {tag} was ever carried out"
+            time.sleep(0.05)
+
+    return FakeClock(before_sleep=carried_out)
 
 
 def spec(emulator: Any, name: str = "train") -> dict[str, Any]:
@@ -57,11 +74,11 @@ def test_a_submit_carried_out_after_the_client_timed_out_is_not_sent_again(
     connect(monkeypatch, emulator, credentials_file, request_timeout=1, submit_settle_seconds=4)
     tag = task_tag("dag", "late", "run", key=KEY)
     emulator.add_fault("late=3@submit")
-    started = time.monotonic()
-    result = make_hook().submit_job(spec(emulator), LONG, tag=tag)
-    time.sleep(max(0.0, started + 4 - time.monotonic()))  # until the late submit has surely been carried out
-    jobs = tagged(emulator, tag)
+    clock = until_tagged(emulator, tag)
+    result = make_hook(clock).submit_job(spec(emulator), LONG, tag=tag)
+    jobs = tagged(emulator, tag)  # the late submit was carried out: the settle waited for it
     assert [job["job_id"] for job in jobs] == [result.job_id], jobs
+    assert not result.resent and 0 < clock.now() < 4  # found within the settle window, not resent
 
 
 def test_two_jobs_after_a_resend_keep_the_older_and_cancel_the_newer(
@@ -110,6 +127,26 @@ async def test_the_async_hook_never_resends_a_post_on_401(gcp_connection: Any) -
         assert kinds_of_calls(gcp_connection) == ["submit"]
         assert gcp_connection.jobs() == []
         assert await hook.get_job(1) is None  # the next call has a fresh token
+
+
+def test_the_async_hook_settles_a_lost_submit_answer_by_its_tag_as_the_sync_hook_does(
+    emulator: Any, credentials_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same submit-once plan: the late job is found by its tag, never sent twice; then found again."""
+    connect(monkeypatch, emulator, credentials_file, request_timeout=1, submit_settle_seconds=4)
+    tag = task_tag("dag", "async", "run", key=KEY)
+    emulator.add_fault("late=2@submit")
+    clock = until_tagged(emulator, tag)
+
+    async def submit() -> tuple[int, int | None]:
+        async with SlurmApiAsyncHook(**CLUSTER) as hook:
+            hook.clock = AsyncFakeClock(before_sleep=clock.before_sleep)
+            result = await hook.submit_job(spec(emulator, "async"), LONG, tag=tag)
+            found = await hook.find_job_by_tag(tag, name="async", since=int(time.time()) - 600)
+            return result.job_id, found.job_id if found is not None else None
+
+    job_id, found = asyncio.run(submit())
+    assert [job["job_id"] for job in tagged(emulator, tag)] == [job_id] == [found]
 
 
 def test_a_job_of_another_user_with_a_copied_tag_is_never_adopted(gcp_connection: Any) -> None:
@@ -175,7 +212,7 @@ def test_a_submission_prepared_by_the_operator_is_sent_as_prepared(
         spec(emulator), "#!/bin/bash\necho prepared once\n", tag=tag, comment=comment, wrap=wrap_script
     )
     emulator.add_fault("late=2@submit")  # carried out at 2 s, never answered: found by its tag
-    hook = make_hook()
+    hook = make_hook(until_tagged(emulator, tag))
     result = hook.submit_prepared(prepared)
     jobs = tagged(emulator, tag)
     assert [job["job_id"] for job in jobs] == [result.job_id], jobs

@@ -120,7 +120,7 @@ def test_cancel_outcomes(gcp_connection: Any) -> None:
 def test_list_and_states(gcp_connection: Any) -> None:
     hook = make_hook()
     ids = [hook.submit_job(job_spec(gcp_connection.config.workdir), "#!/bin/bash\nsleep 30\n").job_id for _ in range(3)]
-    states = hook.get_job_states(ids)
+    states = hook.get_live_states(ids)
     assert set(states) == set(ids)
     listed = {job.job_id for job in hook.list_jobs()}
     assert set(ids) <= listed
@@ -137,7 +137,7 @@ def test_states_fall_back_to_jobs_list_when_query_strings_are_refused(
     monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", connection_uri_env(emulator, credentials_file))
     hook = make_hook()
     job_id = hook.submit_job(job_spec(emulator.config.workdir), "#!/bin/bash\nsleep 30\n").job_id
-    assert set(hook.get_job_states([job_id])) == {job_id}
+    assert set(hook.get_live_states([job_id])) == {job_id}
     hook.cancel_job(job_id)
 
 

@@ -11,13 +11,15 @@ from typing import Any, TypeVar
 
 import pytest
 
-from airflow_provider_slurmapi.slurm.client import PlanRun, SlurmClientBase, SlurmRequest
+from airflow_provider_slurmapi.slurm.client import SlurmClientBase
 from airflow_provider_slurmapi.slurm.cluster import ClusterRef
 from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
 from airflow_provider_slurmapi.slurm.errors import InvalidArgumentError, SlurmApiError, TransientApiError
 from airflow_provider_slurmapi.slurm.job import SlurmJob
+from airflow_provider_slurmapi.slurm.plans import Effects, Send, SlurmRequest, run_plan
 from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo
 from tests.fixtures import fixture_body
+from tests.unit.hooks.fake_clock import FakeClock
 
 T = TypeVar("T")
 JOB = 4242
@@ -25,8 +27,18 @@ JOB = 4242
 NOT_SERVED = "Unable find requested URL"
 
 
+class NoTransport:
+    """Nothing is sent: the table answers each request (``AnsweringClient._answer``)."""
+
+    def send(self, envelope: Send) -> tuple[int, bytes]:
+        raise AssertionError(f"nothing is sent here, yet {envelope.path} was")
+
+    def refresh(self) -> None:
+        raise AssertionError("no token here")
+
+
 class AnsweringClient(SlurmClientBase):
-    """The core with a transport that answers from a table: path prefix -> answer or envelope error."""
+    """The core with requests answered from a table: path prefix -> answer or envelope error."""
 
     def __init__(self, answers: dict[str, SlurmResponse | SlurmApiError]) -> None:
         self._init_client(
@@ -38,20 +50,16 @@ class AnsweringClient(SlurmClientBase):
         self.sent: list[str] = []
 
     def run(self, plan: Any) -> Any:
-        run: PlanRun[Any] = PlanRun(plan)
-        while run.request is not None:
-            run.feed(self._outcome(run.request))
-        return run.result
+        """The core's own driver, each request answered from the table instead of expanded for a transport."""
+        return run_plan(plan, expand=self._answer, transport=NoTransport(), clock=FakeClock())
 
-    def _outcome(self, request: SlurmRequest[Any]) -> Any:
+    def _answer(self, request: SlurmRequest[Any]) -> Effects[Any]:
         self.sent.append(request.path)
         answer = next(a for prefix, a in self.answers.items() if request.path.startswith(prefix))
         if isinstance(answer, SlurmApiError):
-            return answer
-        try:
-            return request.read(answer)
-        except SlurmApiError as exc:
-            return exc
+            raise answer
+        return request.read(answer)
+        yield  # a generator of no effects: the table answers at once
 
 
 def jobs_answer() -> SlurmResponse:

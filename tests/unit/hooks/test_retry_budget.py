@@ -1,0 +1,78 @@
+"""One retry layer: a read takes one retry budget, whatever failed on the way (transient answers, a
+garbled record asked for again), counted in attempts at the emulator on a fake clock (no real time)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
+from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
+from airflow_provider_slurmapi.slurm.errors import MalformedRecordError, TransientApiError
+from airflow_provider_slurmapi.slurm.plans import SlurmRequest, one_call
+from tests.conftest import CLUSTER
+from tests.unit.hooks.fake_clock import AsyncFakeClock, FakeClock
+
+BUDGET = 20.0
+
+
+def job_gets(emulator: Any) -> int:
+    return int(emulator.calls()["by_kind"].get("job-get", 0))
+
+
+def stopped_at_one_budget(sleeps: list[float]) -> bool:
+    """No attempt began once the budget was spent, and the last one began when it was."""
+    return sum(sleeps[:-1]) < BUDGET <= sum(sleeps)
+
+
+def test_a_reread_of_a_garbled_record_shares_the_budget_of_the_transient_retries(gcp_connection: Any) -> None:
+    """Three UNAVAILABLE answers, then records the reader finds garbled: asked again, within one budget."""
+    hook = SlurmApiHook(**CLUSTER)
+    hook.retry_seconds, hook.retry_initial_wait = BUDGET, 1.0
+    hook.clock = clock = FakeClock()
+    hook.get_live_job(1)  # the version negotiated and a token fetched before counting
+    garbled: list[SlurmResponse] = []
+
+    def garbling(response: SlurmResponse) -> None:
+        garbled.append(response)
+        raise MalformedRecordError("job 1 has a garbled job_state", job_id=1, field="job_state")
+
+    gcp_connection.reset_calls()
+    gcp_connection.add_fault("unavailable@job-get*3")
+    with pytest.raises(MalformedRecordError):
+        hook._run(one_call(SlurmRequest("GET", hook.paths.job(1), garbling, reread=True)))
+    attempts = job_gets(gcp_connection)
+    assert attempts == len(clock.sleeps) + 1 and len(garbled) == attempts - 3 > 0
+    assert stopped_at_one_budget(clock.sleeps), clock.sleeps
+
+
+def test_a_read_failing_all_along_takes_one_budget_in_either_hook(gcp_connection: Any) -> None:
+    hook = SlurmApiHook(**CLUSTER)
+    hook.retry_seconds, hook.retry_initial_wait = BUDGET, 1.0
+    hook.clock = clock = FakeClock()
+    hook.get_live_job(1)
+    gcp_connection.reset_calls()
+    gcp_connection.add_fault("unavailable@job-get*inf")
+    with pytest.raises(TransientApiError):
+        hook.get_live_job(1)
+    assert job_gets(gcp_connection) == len(clock.sleeps) + 1
+    assert stopped_at_one_budget(clock.sleeps), clock.sleeps
+    gcp_connection.clear_faults()
+
+    async def read_async() -> list[float]:
+        async with SlurmApiAsyncHook(**CLUSTER) as async_hook:
+            async_hook.clock = async_clock = AsyncFakeClock()
+            await async_hook.get_live_job(1)
+            async_hook.retry_seconds, async_hook.retry_initial_wait = BUDGET, 1.0
+            gcp_connection.reset_calls()
+            gcp_connection.add_fault("unavailable@job-get*inf")
+            with pytest.raises(TransientApiError):
+                await async_hook.get_live_job(1)
+            return async_clock.sleeps
+
+    sleeps = asyncio.run(read_async())
+    gcp_connection.clear_faults()
+    assert job_gets(gcp_connection) == len(sleeps) + 1
+    assert stopped_at_one_budget(sleeps), sleeps
