@@ -175,7 +175,7 @@ def test_task_strings_of_the_emulator_read_back(ids: set[int]) -> None:
     """What the emulator writes as a meta record's ``array_task_string`` and history bitmap reads back."""
     from types import SimpleNamespace
 
-    from slurmapi_emulator.render import task_string
+    from slurmapi_emulator.job_fields import task_string
 
     meta = SimpleNamespace(is_array_meta=True, array_pending=sorted(ids), array_throttle=3)
     assert parse_task_ids(task_string(meta)) == sorted(ids)  # type: ignore[arg-type]
