@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -42,12 +42,10 @@ from airflow_provider_slurmapi.slurm.spec import (
     CLOCK_SKEW_SECONDS,
     DEFAULT_ENVIRONMENT,
     PreparedSubmission,
-    add_environment,
-    environment_names,
-    prepare_submission,
+    prepare_task_submission,
 )
 from airflow_provider_slurmapi.slurm.states import JobState
-from airflow_provider_slurmapi.slurm.tag import task_comment, task_tag
+from airflow_provider_slurmapi.slurm.tag import TaskIdentity
 from airflow_provider_slurmapi.tag_secret import tag_key
 from airflow_provider_slurmapi.triggers.event import event_job, read_event
 
@@ -73,10 +71,10 @@ def _seconds(name: str, value: float | timedelta | None) -> float | None:
     return float(seconds)
 
 
-def _map_index(ti: Any) -> int:
-    """The task instance's map index, -1 when it is not mapped (Airflow may give ``None``)."""
+def _task_identity(ti: Any) -> TaskIdentity:
+    """The task instance a job is submitted for (its map index -1 when it is not mapped; Airflow may give ``None``)."""
     map_index = getattr(ti, "map_index", -1)
-    return -1 if map_index is None else int(map_index)
+    return TaskIdentity(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index))
 
 
 # A ``script`` of one line ending in one of these is a file of the DAG folder, not the script itself.
@@ -381,8 +379,8 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
 
         Prepared once: the hook sends it as it is (:meth:`SlurmApiHook.submit_prepared`).
         """
-        ti = context["ti"]
-        tag = task_tag(ti.dag_id, ti.task_id, ti.run_id, _map_index(ti), key=tag_key())
+        key = tag_key()  # a deployment without its tag secret fails first, whatever the spec
+        task = _task_identity(context["ti"])
         job_spec = dict(self.job)
         if self.sbatch_directives:
             directives = apply_directives(
@@ -394,15 +392,20 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
             for note in directives.notes:
                 self.log.info("%s", note)
         if not job_spec.get("name"):
-            job_spec["name"] = f"{ti.dag_id}.{ti.task_id}"
+            job_spec["name"] = f"{task.dag_id}.{task.task_id}"
             self.log.info("job.name was not set; naming the Slurm job %r.", job_spec["name"])
-        if self.openlineage_inject_parent_job_info:
-            job_spec = self._with_parent_run(context, job_spec)
         _check_script_form(self.script)
-        comment = task_comment(tag, ti.dag_id, ti.task_id, ti.run_id, _map_index(ti))
-        # What is sent, so what the 1 MB request limit counts: the wrapped script, or yours byte for byte.
-        wrap = (lambda script: wrap_script(script, _redaction(job_spec))) if self.report_output else None
-        return prepare_submission(job_spec, self.script, tag=tag, comment=comment, wrap=wrap)
+        return prepare_task_submission(
+            job_spec,
+            self.script,
+            task,
+            key=key,
+            add_variables=(lambda names: self._parent_run(context, names))
+            if self.openlineage_inject_parent_job_info
+            else None,
+            # What is sent, so what the 1 MB request limit counts: the wrapped script, or yours byte for byte.
+            wrap=(lambda script, job: wrap_script(script, _redaction(job))) if self.report_output else None,
+        )
 
     def _submit(self, context: Context, prepared: PreparedSubmission, *, earlier: int | None) -> int:
         """Submit a new job for this task instance and remember its id where a retry looks first."""
@@ -416,33 +419,30 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
             store.set(JOB_ID_STATE_KEY, result.job_id)
         return result.job_id
 
-    def _with_parent_run(self, context: Context, job_spec: dict[str, Any]) -> dict[str, Any]:
-        """``job_spec`` with this task's OpenLineage run in its environment, when the provider is installed."""
+    def _parent_run(self, context: Context, names: set[str]) -> dict[str, str] | None:
+        """This task's OpenLineage run, as variables for the job's environment (which sets ``names``):
+        none when the job sets its own parent run, or without the OpenLineage provider."""
         from airflow_provider_slurmapi.lineage import PARENT_ENV_PREFIXES, parent_run_environment
 
-        try:
-            names = environment_names(job_spec)
-        except ConfigurationError:
-            return job_spec  # prepare_submission says what is wrong with the environment
         if any(name.startswith(PARENT_ENV_PREFIXES) for name in names):
             self.log.info("job.environment already sets OpenLineage parent variables; not adding this task's run.")
-            return job_spec
+            return None
         try:
             variables = parent_run_environment(context)
         except Exception as exc:  # lineage must never fail the job it describes
             self.log.warning("Could not build this task's OpenLineage run (%s); the job gets no parent run.", exc)
-            return job_spec
+            return None
         if variables is None:
             self.log.info(
                 "openlineage_inject_parent_job_info is on, but apache-airflow-providers-openlineage is not "
                 "installed: the job gets no parent run."
             )
-            return job_spec
+            return None
         self.log.info(
             "OpenLineage parent run in the job's environment: OPENLINEAGE_PARENT_ID=%s",
             variables["OPENLINEAGE_PARENT_ID"],
         )
-        return add_environment(job_spec, variables)
+        return variables
 
     def _previous_job(self, context: Context, tag: str, name: str | None) -> SlurmJob | None:
         """The job an earlier try of this task instance started, by the narrowest means that answers.
@@ -583,7 +583,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
             self.log.error("Task killed, but cancelling Slurm job %s failed: %s", self.job_id, exc)
 
 
-def _redaction(job_spec: dict[str, Any]) -> Redaction:
+def _redaction(job_spec: Mapping[str, Any]) -> Redaction:
     """What the job's wrapper redacts: Airflow's sensitive name parts, and the NAMES of the variables
     whose values Airflow masks (values never go into the script)."""
     parts, min_length = sensitive_name_parts()
