@@ -53,7 +53,7 @@ _cached: bytes | None = None
 
 
 def tag_key() -> bytes:
-    """The key of :func:`~airflow_provider_slurmapi.slurm.spec.task_tag` in this deployment."""
+    """The key of :func:`~airflow_provider_slurmapi.slurm.tag.task_tag` in this deployment."""
     global _cached
     own = (conf.get("slurmapi", "tag_secret", fallback="") or "").strip()
     if own:

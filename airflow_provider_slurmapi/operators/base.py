@@ -149,8 +149,8 @@ class SlurmBaseOperator(BaseOperator):
 class SlurmWatchingBaseOperator(SlurmBaseOperator):
     """A task that waits for a Slurm job: the submit operator and the sensor.
 
-    Holds the watch settings, looks at the job once a poll (:meth:`_look`), hands the wait to the
-    triggerer (:meth:`_defer_wait`, the one place the trigger is built), pushes the finished job to XCom
+    Holds the watch settings, looks at the job once a poll (``_look``), hands the wait to the
+    triggerer (``_defer_wait``, the one place the trigger is built), pushes the finished job to XCom
     and cancels the job when a deferral times out.
 
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
@@ -334,7 +334,7 @@ class SlurmWatchingBaseOperator(SlurmBaseOperator):
         return self._lineage()
 
     def _lineage(self) -> Any:
-        """The facets of this task's job (see :meth:`slurm_job_lineage`)."""
+        """The facets of this task's job (see ``slurm_job_lineage``)."""
         raise NotImplementedError
 
     def slurm_job_lineage(self, job_id: int | None, job: SlurmJob | None = None) -> Any:
