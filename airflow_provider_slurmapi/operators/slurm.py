@@ -9,31 +9,27 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_slurmapi._compat import (
     AirflowException,
     AirflowFailException,
-    BaseOperator,
     ResumableJobMixin,
     conf,
-    is_deferral_timeout,
     is_masked,
     redact_text,
     sensitive_name_parts,
 )
-from airflow_provider_slurmapi.cluster_task import (
+from airflow_provider_slurmapi.operators.base import (
     CLUSTER_TEMPLATE_FIELDS,
-    DEFAULT_ACCOUNTING_WAIT_SECONDS,
-    SlurmClusterMixin,
-    default_deferrable,
+    SlurmBaseOperator,
+    SlurmWatchingBaseOperator,
     fails_permanently,
     parse_job_id,
     permanent_message,
 )
-from airflow_provider_slurmapi.deferral import cancel_after_deferral_timeout, deferral_deadline
 from airflow_provider_slurmapi.slurm.errors import (
     ConfigurationError,
     JobNotFoundError,
@@ -41,24 +37,15 @@ from airflow_provider_slurmapi.slurm.errors import (
     SlurmApiError,
 )
 from airflow_provider_slurmapi.slurm.job_output import Redaction, mentions_progress, wrap_script
-from airflow_provider_slurmapi.slurm.paths import DEFAULT_API_VERSION
 from airflow_provider_slurmapi.slurm.sbatch import apply_directives
 from airflow_provider_slurmapi.slurm.spec import (
     CLOCK_SKEW_SECONDS,
     DEFAULT_ENVIRONMENT,
     PreparedSubmission,
-    add_environment,
-    environment_names,
-    prepare_submission,
+    prepare_task_submission,
 )
 from airflow_provider_slurmapi.slurm.states import JobState
-from airflow_provider_slurmapi.slurm.tag import task_comment, task_tag
-from airflow_provider_slurmapi.slurm.watch import (
-    DEFAULT_MISSING_GRACE_SECONDS,
-    DEFAULT_OUTAGE_TOLERANCE_SECONDS,
-    JobWatch,
-    WatchStep,
-)
+from airflow_provider_slurmapi.slurm.tag import TaskIdentity
 from airflow_provider_slurmapi.tag_secret import tag_key
 from airflow_provider_slurmapi.triggers.event import event_job, read_event
 
@@ -72,7 +59,6 @@ if TYPE_CHECKING:
 # renaming it breaks in-flight retries.
 JOB_ID_STATE_KEY = "slurm_job_id"
 JOB_ID_XCOM_KEY = "slurm_job_id"
-JOB_XCOM_KEY = "slurm_job"
 
 
 def _seconds(name: str, value: float | timedelta | None) -> float | None:
@@ -85,10 +71,10 @@ def _seconds(name: str, value: float | timedelta | None) -> float | None:
     return float(seconds)
 
 
-def _map_index(ti: Any) -> int:
-    """The task instance's map index, -1 when it is not mapped (Airflow may give ``None``)."""
+def _task_identity(ti: Any) -> TaskIdentity:
+    """The task instance a job is submitted for (its map index -1 when it is not mapped; Airflow may give ``None``)."""
     map_index = getattr(ti, "map_index", -1)
-    return -1 if map_index is None else int(map_index)
+    return TaskIdentity(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index))
 
 
 # A ``script`` of one line ending in one of these is a file of the DAG folder, not the script itself.
@@ -137,7 +123,7 @@ def _check_script_form(script: object) -> None:
     )
 
 
-class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator):
+class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
     """Submit a Slurm batch job and (by default) wait until it is over.
 
     The job id goes to XCom at once (key ``slurm_job_id``) and is the task's return value. COMPLETED
@@ -226,50 +212,25 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
         *,
         script: str | None = None,
         script_path: str | None = None,
-        region: str,
-        cluster_id: str,
         job: dict[str, Any] | None = None,
-        project_id: str | None = None,
-        gcp_conn_id: str = "google_cloud_default",
-        api_version: str = DEFAULT_API_VERSION,
-        impersonation_chain: str | Sequence[str] | None = None,
-        api_endpoint: str | None = None,
         wait_for_completion: bool = True,
-        deferrable: bool | None = None,
         poll_interval: float = 30.0,
         cancel_on_kill: bool = True,
         reattach_on_restart: bool = True,
-        missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
-        outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
         report_output: bool | None = None,
         log_progress: bool | None = None,
-        array_fail_fast: bool = False,
         sbatch_directives: bool = True,
         openlineage_inject_parent_job_info: bool | None = None,
-        accounting_wait_seconds: float | None = DEFAULT_ACCOUNTING_WAIT_SECONDS,
         pending_timeout: float | timedelta | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        self._set_cluster_args(
-            region=region,
-            cluster_id=cluster_id,
-            project_id=project_id,
-            gcp_conn_id=gcp_conn_id,
-            api_version=api_version,
-            impersonation_chain=impersonation_chain,
-            api_endpoint=api_endpoint,
-        )
+        super().__init__(cancel_on_kill=cancel_on_kill, log_progress=log_progress, **kwargs)
         self.pending_timeout = _seconds("pending_timeout", pending_timeout)
         self._submitted_at: float | None = None
-        self.outage_tolerance_seconds = outage_tolerance_seconds
         if report_output is None:
             report_output = conf.getboolean("slurmapi", "report_output", fallback=True)
         self.report_output = report_output
-        self.log_progress = log_progress
-        self.array_fail_fast = array_fail_fast
         self.sbatch_directives = sbatch_directives
-        self.accounting_wait_seconds = accounting_wait_seconds
         self.job = job or {}
         if (script is None) == (script_path is None):
             raise ValueError(
@@ -284,18 +245,14 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
         )
         self.script: str = script if script is not None else str(script_path)
         self.wait_for_completion = wait_for_completion
-        self.deferrable = default_deferrable() if deferrable is None else deferrable
         self.poll_interval = poll_interval
-        self.cancel_on_kill = cancel_on_kill
         self.reattach_on_restart = reattach_on_restart
-        self.missing_grace_seconds = missing_grace_seconds
         if openlineage_inject_parent_job_info is None:
             openlineage_inject_parent_job_info = conf.getboolean(
                 "openlineage", "spark_inject_parent_job_info", fallback=False
             )
         self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
         self.job_id: int | None = None
-        self._job_over = False
         self._last_job: SlurmJob | None = None
         # One try's choice between an earlier try's job and a new one (see the ResumableJobMixin part).
         self.durable = reattach_on_restart
@@ -303,8 +260,6 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
         self._resume_job: SlurmJob | None = None
         self._adopted = False
         self._polled = False
-        # Set only when the submit was resent: the tag whose late copies the wait cancels.
-        self._copies_of: str | None = None
 
     # -- the script file -------------------------------------------------------------------------
     def resolve_template_files(self) -> None:
@@ -424,8 +379,8 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
 
         Prepared once: the hook sends it as it is (:meth:`SlurmApiHook.submit_prepared`).
         """
-        ti = context["ti"]
-        tag = task_tag(ti.dag_id, ti.task_id, ti.run_id, _map_index(ti), key=tag_key())
+        key = tag_key()  # a deployment without its tag secret fails first, whatever the spec
+        task = _task_identity(context["ti"])
         job_spec = dict(self.job)
         if self.sbatch_directives:
             directives = apply_directives(
@@ -437,15 +392,20 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
             for note in directives.notes:
                 self.log.info("%s", note)
         if not job_spec.get("name"):
-            job_spec["name"] = f"{ti.dag_id}.{ti.task_id}"
+            job_spec["name"] = f"{task.dag_id}.{task.task_id}"
             self.log.info("job.name was not set; naming the Slurm job %r.", job_spec["name"])
-        if self.openlineage_inject_parent_job_info:
-            job_spec = self._with_parent_run(context, job_spec)
         _check_script_form(self.script)
-        comment = task_comment(tag, ti.dag_id, ti.task_id, ti.run_id, _map_index(ti))
-        # What is sent, so what the 1 MB request limit counts: the wrapped script, or yours byte for byte.
-        wrap = (lambda script: wrap_script(script, _redaction(job_spec))) if self.report_output else None
-        return prepare_submission(job_spec, self.script, tag=tag, comment=comment, wrap=wrap)
+        return prepare_task_submission(
+            job_spec,
+            self.script,
+            task,
+            key=key,
+            add_variables=(lambda names: self._parent_run(context, names))
+            if self.openlineage_inject_parent_job_info
+            else None,
+            # What is sent, so what the 1 MB request limit counts: the wrapped script, or yours byte for byte.
+            wrap=(lambda script, job: wrap_script(script, _redaction(job))) if self.report_output else None,
+        )
 
     def _submit(self, context: Context, prepared: PreparedSubmission, *, earlier: int | None) -> int:
         """Submit a new job for this task instance and remember its id where a retry looks first."""
@@ -459,33 +419,30 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
             store.set(JOB_ID_STATE_KEY, result.job_id)
         return result.job_id
 
-    def _with_parent_run(self, context: Context, job_spec: dict[str, Any]) -> dict[str, Any]:
-        """``job_spec`` with this task's OpenLineage run in its environment, when the provider is installed."""
+    def _parent_run(self, context: Context, names: set[str]) -> dict[str, str] | None:
+        """This task's OpenLineage run, as variables for the job's environment (which sets ``names``):
+        none when the job sets its own parent run, or without the OpenLineage provider."""
         from airflow_provider_slurmapi.lineage import PARENT_ENV_PREFIXES, parent_run_environment
 
-        try:
-            names = environment_names(job_spec)
-        except ConfigurationError:
-            return job_spec  # prepare_submission says what is wrong with the environment
         if any(name.startswith(PARENT_ENV_PREFIXES) for name in names):
             self.log.info("job.environment already sets OpenLineage parent variables; not adding this task's run.")
-            return job_spec
+            return None
         try:
             variables = parent_run_environment(context)
         except Exception as exc:  # lineage must never fail the job it describes
             self.log.warning("Could not build this task's OpenLineage run (%s); the job gets no parent run.", exc)
-            return job_spec
+            return None
         if variables is None:
             self.log.info(
                 "openlineage_inject_parent_job_info is on, but apache-airflow-providers-openlineage is not "
                 "installed: the job gets no parent run."
             )
-            return job_spec
+            return None
         self.log.info(
             "OpenLineage parent run in the job's environment: OPENLINEAGE_PARENT_ID=%s",
             variables["OPENLINEAGE_PARENT_ID"],
         )
-        return add_environment(job_spec, variables)
+        return variables
 
     def _previous_job(self, context: Context, tag: str, name: str | None) -> SlurmJob | None:
         """The job an earlier try of this task instance started, by the narrowest means that answers.
@@ -538,71 +495,24 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
     def _wait(self, context: Context, job_id: int, *, adopted: bool = False) -> int:
         """Wait for the job; ``adopted`` when an earlier try submitted it (see :meth:`_finish`)."""
         pending_since = None if adopted else self._submitted_at  # a job found again: its wait counts from now
-        watch = JobWatch(
-            job_id,
-            missing_grace_seconds=self.missing_grace_seconds,
-            outage_tolerance_seconds=self.outage_tolerance_seconds,
-            log_progress=self._log_progress,
-            array_fail_fast=self.array_fail_fast,
-            pending_timeout=self.pending_timeout,
-            pending_since=pending_since,
-        )
+        watch = self.watch_settings.new_watch(job_id, pending_since=pending_since)
         step = self._look(watch, job_id)
         if step.finished and step.job is not None:
             return self._finish(context, step.job, adopted=adopted)
         if self.deferrable:
-            from airflow_provider_slurmapi.triggers.slurm import SlurmJobTrigger
-
-            deadline, backstop = deferral_deadline(self.execution_timeout)
-            self.defer(
-                trigger=SlurmJobTrigger(
-                    job_id=job_id,
-                    poll_interval=self.poll_interval,
-                    cancel_on_kill=self.cancel_on_kill,
-                    missing_grace_seconds=self.missing_grace_seconds,
-                    outage_tolerance_seconds=self.outage_tolerance_seconds,
-                    deadline=deadline,
-                    last_seen=step.job.to_dict() if step.job is not None else None,
-                    log_progress=self._log_progress,
-                    array_fail_fast=self.array_fail_fast,
-                    pending_timeout=self.pending_timeout,
-                    pending_since=pending_since,
-                    cluster=self.cluster,
-                    **({"cancel_copies_of": self._copies_of} if self._copies_of else {}),
-                ),
-                method_name="execute_complete",
-                kwargs={"adopted": True} if adopted else None,
-                timeout=backstop,
+            self._defer_wait(
+                job_id,
+                step.job,
+                poll_interval=self.poll_interval,
+                timeout=self.execution_timeout,
+                pending_since=pending_since,
+                method_kwargs={"adopted": True} if adopted else None,
             )
         while not step.finished:
             time.sleep(self.poll_interval)
             step = self._look(watch, job_id)
         assert step.job is not None
         return self._finish(context, step.job, adopted=adopted)
-
-    def _look(self, watch: JobWatch, job_id: int) -> WatchStep:
-        """One poll: the watch judges the answer, or the error (an outage is waited out, up to its budget)."""
-        try:
-            job = self.hook.get_job(job_id)
-        except SlurmApiError as exc:
-            step = watch.observe_error(exc)
-        else:
-            step = watch.observe(job)
-        step.log_to(self.log, redact_text)
-        if step.cancel_array:
-            self.hook.cancel_job(job_id)
-        if self._copies_of and not step.finished:
-            try:
-                self.hook.cancel_later_copies(self._copies_of, job_id)
-            except SlurmApiError as exc:
-                self.log.warning("Could not look for late copies of Slurm job %s: %s", job_id, exc)
-        if step.give_up is not None:  # it can never start, or pended too long: cancel, then fail
-            if self.cancel_on_kill:
-                outcome = self.hook.cancel_job(job_id)
-                self.log.info("Cancelled Slurm job %s (%s): %s.", job_id, type(step.give_up).__name__, outcome.value)
-            self._job_over = True
-            raise step.give_up
-        return step
 
     @fails_permanently
     def execute_complete(self, context: Context, event: dict[str, Any], adopted: bool = False) -> int:
@@ -627,12 +537,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
         self._job_over = True
         self.job_id = job.job_id
         self._last_job = job
-        record = job.to_dict()
-        record["requeues"] = job.restart_count or 0
-        record["accounting"] = self.report_accounting(
-            job.job_id, self.accounting_wait_seconds, array=job.array is not None
-        )
-        self.push_xcom(context, JOB_XCOM_KEY, record)
+        self._push_finished(context, job.job_id, job.to_dict())
         if not job.succeeded:
             raise AirflowException(redact_text(job.failure_message(output_expected=self.report_output)))
         self.log.info("Slurm job %s %s.", job.job_id, job.describe())
@@ -660,24 +565,12 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
         self.push_xcom(context, JOB_ID_XCOM_KEY, job_id)
         return self._wait(context, job_id)
 
-    # -- lineage ----------------------------------------------------------------------------------
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """The run facet ``slurmJob``: the cluster and the job (called by the OpenLineage listener)."""
-        return self.slurm_job_lineage(self.job_id, self._last_job)
-
-    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
-        """As on completion; no job id when the task failed before a job existed."""
+    def _lineage(self) -> Any:
         return self.slurm_job_lineage(self.job_id, self._last_job)
 
     # -- kill -------------------------------------------------------------------------------------
-    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
-        """A deferral that timed out cancels the job (when ``cancel_on_kill``), then fails as usual."""
-        try:
-            return super().resume_execution(next_method, next_kwargs, context)
-        except Exception as exc:
-            if self.cancel_on_kill and is_deferral_timeout(exc):
-                cancel_after_deferral_timeout(self, self._stored_job_id(context, any_try=True))
-            raise
+    def _deferred_job_id(self, context: Context) -> int | None:
+        return self._stored_job_id(context, any_try=True)
 
     def on_kill(self) -> None:
         """SIGTERM or execution_timeout on the worker: cancel the job if it may still run."""
@@ -690,7 +583,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmClusterMixin, BaseOperator)
             self.log.error("Task killed, but cancelling Slurm job %s failed: %s", self.job_id, exc)
 
 
-def _redaction(job_spec: dict[str, Any]) -> Redaction:
+def _redaction(job_spec: Mapping[str, Any]) -> Redaction:
     """What the job's wrapper redacts: Airflow's sensitive name parts, and the NAMES of the variables
     whose values Airflow masks (values never go into the script)."""
     parts, min_length = sensitive_name_parts()
@@ -704,7 +597,7 @@ def _redaction(job_spec: dict[str, Any]) -> Redaction:
     return Redaction(names=tuple(sorted(set(names))), parts=parts, min_length=min_length)
 
 
-class SlurmCancelJobOperator(SlurmClusterMixin, BaseOperator):
+class SlurmCancelJobOperator(SlurmBaseOperator):
     """Cancel a Slurm job; cancelling a finished or unknown job succeeds and says so.
 
     Slurm cancels asynchronously; with ``wait_for_termination`` the task waits (up to
@@ -722,29 +615,13 @@ class SlurmCancelJobOperator(SlurmClusterMixin, BaseOperator):
         self,
         *,
         job_id: int | str,
-        region: str,
-        cluster_id: str,
         signal: str | None = None,
         wait_for_termination: bool = True,
         termination_timeout: float = 120.0,
         poll_interval: float = 2.0,
-        project_id: str | None = None,
-        gcp_conn_id: str = "google_cloud_default",
-        api_version: str = DEFAULT_API_VERSION,
-        impersonation_chain: str | Sequence[str] | None = None,
-        api_endpoint: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self._set_cluster_args(
-            region=region,
-            cluster_id=cluster_id,
-            project_id=project_id,
-            gcp_conn_id=gcp_conn_id,
-            api_version=api_version,
-            impersonation_chain=impersonation_chain,
-            api_endpoint=api_endpoint,
-        )
         self.job_id = job_id
         self.signal = signal
         self.wait_for_termination = wait_for_termination
@@ -776,7 +653,7 @@ class SlurmCancelJobOperator(SlurmClusterMixin, BaseOperator):
         return {"job_id": job_id, "outcome": outcome.value, "state": job.state.value if job else None}
 
 
-class SlurmGetJobOperator(SlurmClusterMixin, BaseOperator):
+class SlurmGetJobOperator(SlurmBaseOperator):
     """Get one job (live queue, then history). Returns the job as a JSON-serializable dict.
 
     :param job_id: the Slurm job id. Templated.
@@ -788,25 +665,9 @@ class SlurmGetJobOperator(SlurmClusterMixin, BaseOperator):
         self,
         *,
         job_id: int | str,
-        region: str,
-        cluster_id: str,
-        project_id: str | None = None,
-        gcp_conn_id: str = "google_cloud_default",
-        api_version: str = DEFAULT_API_VERSION,
-        impersonation_chain: str | Sequence[str] | None = None,
-        api_endpoint: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self._set_cluster_args(
-            region=region,
-            cluster_id=cluster_id,
-            project_id=project_id,
-            gcp_conn_id=gcp_conn_id,
-            api_version=api_version,
-            impersonation_chain=impersonation_chain,
-            api_endpoint=api_endpoint,
-        )
         self.job_id = job_id
 
     @fails_permanently
@@ -824,7 +685,7 @@ class SlurmGetJobOperator(SlurmClusterMixin, BaseOperator):
 DEFAULT_LIST_LIMIT = 1000
 
 
-class SlurmListJobsOperator(SlurmClusterMixin, BaseOperator):
+class SlurmListJobsOperator(SlurmBaseOperator):
     """List the caller's own jobs of the live queue, or of the accounting history. Returns a list of job
     dicts, newest first, at most ``limit`` of them.
 
@@ -848,31 +709,15 @@ class SlurmListJobsOperator(SlurmClusterMixin, BaseOperator):
     def __init__(
         self,
         *,
-        region: str,
-        cluster_id: str,
         history: bool = False,
         filters: dict[str, Any] | None = None,
         states: Sequence[str] | None = None,
         name: str | None = None,
         all_users: bool = False,
         limit: int | None = DEFAULT_LIST_LIMIT,
-        project_id: str | None = None,
-        gcp_conn_id: str = "google_cloud_default",
-        api_version: str = DEFAULT_API_VERSION,
-        impersonation_chain: str | Sequence[str] | None = None,
-        api_endpoint: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self._set_cluster_args(
-            region=region,
-            cluster_id=cluster_id,
-            project_id=project_id,
-            gcp_conn_id=gcp_conn_id,
-            api_version=api_version,
-            impersonation_chain=impersonation_chain,
-            api_endpoint=api_endpoint,
-        )
         if filters and not history:
             raise ValueError(
                 f"filters={filters!r} only apply to the history: pass history=True, or use states=/name= "

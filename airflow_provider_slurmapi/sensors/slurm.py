@@ -23,27 +23,16 @@ from airflow_provider_slurmapi._compat import (
     AirflowException,
     AirflowFailException,
     BaseSensorOperator,
-    is_deferral_timeout,
     redact_text,
 )
-from airflow_provider_slurmapi.cluster_task import (
+from airflow_provider_slurmapi.operators.base import (
     CLUSTER_TEMPLATE_FIELDS,
-    DEFAULT_ACCOUNTING_WAIT_SECONDS,
-    SlurmClusterMixin,
-    default_deferrable,
+    SlurmWatchingBaseOperator,
     fails_permanently,
     parse_job_id,
     permanent_message,
 )
-from airflow_provider_slurmapi.deferral import cancel_after_deferral_timeout, deferral_deadline
-from airflow_provider_slurmapi.slurm.errors import SlurmApiError
-from airflow_provider_slurmapi.slurm.paths import DEFAULT_API_VERSION
-from airflow_provider_slurmapi.slurm.watch import (
-    DEFAULT_MISSING_GRACE_SECONDS,
-    DEFAULT_OUTAGE_TOLERANCE_SECONDS,
-    JobWatch,
-    WatchStep,
-)
+from airflow_provider_slurmapi.slurm.watch import JobWatch
 from airflow_provider_slurmapi.triggers.event import event_job, read_event
 
 if TYPE_CHECKING:
@@ -52,11 +41,9 @@ if TYPE_CHECKING:
 
 # task_state_store key of the watch of a rescheduled sensor (Airflow 3.3+).
 WATCH_STATE_KEY = "slurm_job_watch"
-# XCom key of the finished job (as the submit operator pushes it), with its accounting summary.
-JOB_XCOM_KEY = "slurm_job"
 
 
-class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
+class SlurmJobSensor(SlurmWatchingBaseOperator, BaseSensorOperator):
     """Wait for the Slurm job ``job_id`` to end.
 
     :param job_id: the Slurm job id. Templated (e.g. ``{{ ti.xcom_pull(task_ids='submit') }}``).
@@ -81,46 +68,10 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
     template_fields: Sequence[str] = ("job_id", *CLUSTER_TEMPLATE_FIELDS)
     ui_color = "#e4f0e8"
 
-    def __init__(
-        self,
-        *,
-        job_id: int | str,
-        region: str,
-        cluster_id: str,
-        project_id: str | None = None,
-        gcp_conn_id: str = "google_cloud_default",
-        api_version: str = DEFAULT_API_VERSION,
-        impersonation_chain: str | Sequence[str] | None = None,
-        api_endpoint: str | None = None,
-        deferrable: bool | None = None,
-        cancel_on_kill: bool = False,
-        missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
-        outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
-        log_progress: bool = False,
-        array_fail_fast: bool = False,
-        accounting_wait_seconds: float | None = DEFAULT_ACCOUNTING_WAIT_SECONDS,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, job_id: int | str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._set_cluster_args(
-            region=region,
-            cluster_id=cluster_id,
-            project_id=project_id,
-            gcp_conn_id=gcp_conn_id,
-            api_version=api_version,
-            impersonation_chain=impersonation_chain,
-            api_endpoint=api_endpoint,
-        )
         self.job_id = job_id
-        self.deferrable = default_deferrable() if deferrable is None else deferrable
-        self.cancel_on_kill = cancel_on_kill
-        self.missing_grace_seconds = missing_grace_seconds
-        self.outage_tolerance_seconds = outage_tolerance_seconds
-        self.log_progress = log_progress
-        self.array_fail_fast = array_fail_fast
-        self.accounting_wait_seconds = accounting_wait_seconds
         self._watch: JobWatch | None = None
-        self._outage: SlurmApiError | None = None  # the error of the last look, when the API did not answer
         self._last_event_job: SlurmJob | None = None
 
     @fails_permanently
@@ -131,27 +82,9 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
             return super().execute(context)
         if self.poke(context):
             return None
-        from airflow_provider_slurmapi.triggers.slurm import SlurmJobTrigger
-
-        deadline, backstop = deferral_deadline(timedelta(seconds=self.timeout) if self.timeout else None)
         last = self._watch.last if self._watch is not None else None
-        self.defer(
-            trigger=SlurmJobTrigger(
-                job_id=parse_job_id(self.job_id),
-                poll_interval=self.poke_interval,
-                cancel_on_kill=self.cancel_on_kill,
-                missing_grace_seconds=self.missing_grace_seconds,
-                outage_tolerance_seconds=self.outage_tolerance_seconds,
-                deadline=deadline,
-                last_seen=last.to_dict() if last is not None else None,
-                log_progress=self.log_progress,
-                array_fail_fast=self.array_fail_fast,
-                cluster=self.cluster,
-            ),
-            method_name="execute_complete",
-            timeout=backstop,
-        )
-        return None
+        timeout = timedelta(seconds=self.timeout) if self.timeout else None
+        self._defer_wait(parse_job_id(self.job_id), last, poll_interval=self.poke_interval, timeout=timeout)
 
     def poke(self, context: Context) -> bool:
         job_id = parse_job_id(self.job_id)
@@ -187,78 +120,17 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
             store.set(WATCH_STATE_KEY, {"try_number": try_number, "watch": watch.snapshot()})
         if not step.finished or step.job is None:
             return False
-        self._push_job(context, step.job.to_dict())
+        self._push_finished(context, job_id, step.job.to_dict())
         if not step.job.succeeded:
             raise AirflowException(redact_text(step.job.failure_message()))
         return True
 
-    def _push_job(self, context: Context, record: dict[str, Any]) -> None:
-        """XCom ``slurm_job``: the finished job, with its accounting summary (also logged)."""
-        job_id = parse_job_id(self.job_id)
-        array = record.get("array") is not None
-        record = {
-            **record,
-            "requeues": record.get("restart_count") or 0,
-            "accounting": self.report_accounting(job_id, self.accounting_wait_seconds, array=array),
-        }
-        self.push_xcom(context, JOB_XCOM_KEY, record)
-
     def _new_watch(self, job_id: int, saved: object = None) -> JobWatch:
         """A watch of ``job_id``, going on from ``saved`` (an earlier poke's snapshot) if it is one."""
-        return JobWatch.restore(
-            saved,
-            job_id,
-            missing_grace_seconds=self.missing_grace_seconds,
-            outage_tolerance_seconds=self.outage_tolerance_seconds,
-            log_progress=self.log_progress,
-            array_fail_fast=self.array_fail_fast,
-        )
+        return self.watch_settings.new_watch(job_id, saved=saved)
 
-    def _look(self, watch: JobWatch, job_id: int, *, quiet: bool = False, forgetful: bool = False) -> WatchStep:
-        """One observation of the job; ``quiet`` keeps an unchanged, unfinished state out of the log.
-
-        Sets ``_outage`` when the API gave no usable answer (an outage the watch still rides out);
-        ``forgetful`` (a poke that keeps no watch) leaves the outage to the poke to log.
-        """
-        self._outage = None
-        try:
-            job = self.hook.get_job(job_id)
-        except SlurmApiError as exc:
-            step = watch.observe_error(exc)
-            self._outage = exc
-        else:
-            step = watch.observe(job)
-        if forgetful and self._outage is not None:
-            pass
-        elif quiet and not step.finished and not step.warning:
-            self.log.debug("%s", step.message)
-            if step.progress:
-                self.log.info("%s", redact_text(step.progress))
-        else:
-            step.log_to(self.log, redact_text)
-        if step.cancel_array:
-            self.hook.cancel_job(job_id)
-        if step.give_up is not None:  # a job that can never start; cancelled only with cancel_on_kill
-            if self.cancel_on_kill:
-                self.log.info("Cancel of Slurm job %s: %s.", job_id, self.hook.cancel_job(job_id).value)
-            raise step.give_up
-        return step
-
-    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
-        """With ``cancel_on_kill``, a deferral that timed out cancels the job, then fails as usual."""
-        try:
-            return super().resume_execution(next_method, next_kwargs, context)
-        except Exception as exc:
-            if self.cancel_on_kill and is_deferral_timeout(exc):
-                cancel_after_deferral_timeout(self, parse_job_id(self.job_id))
-            raise
-
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """The run facet ``slurmJob``: the cluster and the job watched (called by the OpenLineage listener)."""
-        return self._lineage()
-
-    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
-        return self._lineage()
+    def _deferred_job_id(self, context: Context) -> int | None:
+        return parse_job_id(self.job_id)
 
     def _lineage(self) -> Any:
         try:
@@ -274,7 +146,7 @@ class SlurmJobSensor(SlurmClusterMixin, BaseSensorOperator):
         if payload["status"] == "error" and payload["permanent"]:
             raise AirflowFailException(permanent_message(redact_text(payload["message"])))
         if payload["status"] in ("success", "failed"):
-            self._push_job(context, payload["job"])
+            self._push_finished(context, parse_job_id(self.job_id), payload["job"])
         self._last_event_job = event_job(payload)
         if payload["status"] != "success":
             raise AirflowException(redact_text(payload["message"]))

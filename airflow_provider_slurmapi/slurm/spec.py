@@ -16,7 +16,7 @@ from typing import Any
 
 from airflow_provider_slurmapi.slurm.errors import ConfigurationError
 from airflow_provider_slurmapi.slurm.slurm_time import SlurmTimeError, time_limit_field
-from airflow_provider_slurmapi.slurm.tag import carries_tag
+from airflow_provider_slurmapi.slurm.tag import TaskIdentity, carries_tag
 from airflow_provider_slurmapi.slurm.values import preview
 
 DEFAULT_WORKING_DIRECTORY = "/tmp"
@@ -231,3 +231,34 @@ def prepare_submission(
             desc["comment"] = f"{user_comment} | {mark}" if user_comment else mark
     sent = wrap(script) if wrap is not None else script
     return PreparedSubmission(payload={"job": desc, "script": sent}, notes=notes, tag=tag)
+
+
+def prepare_task_submission(
+    job: Mapping[str, Any],
+    script: str | None,
+    task: TaskIdentity,
+    *,
+    key: bytes,
+    add_variables: Callable[[set[str]], Mapping[str, str] | None] | None = None,
+    wrap: Callable[[str, Mapping[str, Any]], str] | None = None,
+) -> PreparedSubmission:
+    """The submission of the task instance ``task``, as sent: what an operator asks of the core, in one call.
+
+    The job is tagged with ``task``'s tag under this deployment's ``key`` and commented with its
+    identity (a comment the user set is kept, the tag appended). ``add_variables`` is given the names
+    the job's environment sets and returns the variables to add to it (a name the job sets keeps its
+    value); it is not called when the environment is not valid (:func:`prepare_submission` then says
+    why). ``wrap`` is given the script and the job as sent, and returns what is sent in its place.
+    """
+    tag = task.tag(key)
+    desc = dict(job)
+    if add_variables is not None:
+        try:
+            names = environment_names(desc)
+        except ConfigurationError:
+            names = None  # prepare_submission says what is wrong with the environment
+        variables = add_variables(names) if names is not None else None
+        if variables:
+            desc = add_environment(desc, variables)
+    sent = (lambda text: wrap(text, desc)) if wrap is not None else None
+    return prepare_submission(desc, script, tag=tag, comment=task.comment(tag), wrap=sent)

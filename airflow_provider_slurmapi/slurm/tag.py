@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from airflow_provider_slurmapi.slurm.errors import ConfigurationError
@@ -49,6 +49,27 @@ def task_comment(tag: str, dag_id: str, task_id: str, run_id: str, map_index: in
     if map_index >= 0:
         where += f" map={map_index}"
     return f"{where} {tag}"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskIdentity:
+    """The Airflow task instance a job is submitted for: what its tag and its comment name.
+
+    ``map_index`` is -1 for a task that is not mapped. Plain values: the core knows nothing of Airflow.
+    """
+
+    dag_id: str
+    task_id: str
+    run_id: str
+    map_index: int = -1
+
+    def tag(self, key: bytes) -> str:
+        """This task instance's tag (:func:`task_tag`) under this deployment's ``key``."""
+        return task_tag(self.dag_id, self.task_id, self.run_id, self.map_index, key=key)
+
+    def comment(self, tag: str) -> str:
+        """The readable comment that carries ``tag`` (:func:`task_comment`)."""
+        return task_comment(tag, self.dag_id, self.task_id, self.run_id, self.map_index)
 
 
 def own_tagged(jobs: Iterable[SlurmJob], tag: str, *, user: str, since: int | None = None) -> list[SlurmJob]:

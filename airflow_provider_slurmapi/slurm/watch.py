@@ -403,6 +403,32 @@ class JobWatch:
         return watch
 
 
+@dataclass(frozen=True, slots=True)
+class WatchSettings:
+    """How a task watches its job, the same in the worker, in each poke of a sensor and in the trigger.
+
+    The field names are the documented arguments of the operators, the sensor and the trigger (and the
+    keys the trigger serializes), so one value carries them from the task to the trigger unchanged.
+    """
+
+    missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS
+    outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS
+    log_progress: bool = True
+    array_fail_fast: bool = False
+    pending_timeout: float | None = None
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The settings under their argument names."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    def new_watch(self, job_id: int, *, pending_since: float | None = None, saved: object = None) -> JobWatch:
+        """A watch of ``job_id`` with these settings; going on from ``saved`` (a :meth:`JobWatch.snapshot`
+        of an earlier process) when given, else fresh, its first pending spell begun at ``pending_since``."""
+        if saved is not None:
+            return JobWatch.restore(saved, job_id, **self.as_kwargs())
+        return JobWatch(job_id, pending_since=pending_since, **self.as_kwargs())
+
+
 def _join(first: str | None, second: str | None) -> str | None:
     return "; ".join(part for part in (first, second) if part) or None
 
@@ -414,5 +440,6 @@ __all__ = [
     "JobWatch",
     "PendingTimeoutError",
     "WatchOutageError",
+    "WatchSettings",
     "WatchStep",
 ]

@@ -31,7 +31,7 @@ from airflow_provider_slurmapi.slurm.validation import check_job_id
 from airflow_provider_slurmapi.slurm.watch import (
     DEFAULT_MISSING_GRACE_SECONDS,
     DEFAULT_OUTAGE_TOLERANCE_SECONDS,
-    JobWatch,
+    WatchSettings,
 )
 from airflow_provider_slurmapi.triggers.event import JobErrorEvent, JobFinishedEvent, JobTimeoutEvent
 from airflow_provider_slurmapi.triggers.poller import Subscription, cancel_job, cancel_later_copies, subscribe
@@ -110,18 +110,23 @@ class SlurmJobTrigger(BaseTrigger):
         self.job_id = check_job_id(job_id)
         self.poll_interval = float(poll_interval)
         self.cancel_on_kill = cancel_on_kill
-        self.missing_grace_seconds = float(missing_grace_seconds)
-        self.outage_tolerance_seconds = float(outage_tolerance_seconds)
+        self.watch_settings = WatchSettings(
+            missing_grace_seconds=float(missing_grace_seconds),
+            outage_tolerance_seconds=float(outage_tolerance_seconds),
+            log_progress=bool(log_progress),
+            array_fail_fast=bool(array_fail_fast),
+            pending_timeout=None if pending_timeout is None else float(pending_timeout),
+        )
         self.deadline = None if deadline is None else float(deadline)
         self.last_seen = dict(last_seen) if last_seen else None
-        self.log_progress = bool(log_progress)
-        self.array_fail_fast = bool(array_fail_fast)
         self.cancel_copies_of = str(cancel_copies_of) if cancel_copies_of else None
-        self.pending_timeout = None if pending_timeout is None else float(pending_timeout)
         self.pending_since = None if pending_since is None else float(pending_since)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """The documented arguments, under the keys every release stored: a deferred task resumes after an upgrade."""
+        watch = self.watch_settings.as_kwargs()
+        if watch["pending_timeout"] is None:  # a trigger without it serializes as the releases before it did
+            del watch["pending_timeout"]
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
             {
@@ -129,16 +134,12 @@ class SlurmJobTrigger(BaseTrigger):
                 **self.cluster.as_kwargs(),
                 "poll_interval": self.poll_interval,
                 "cancel_on_kill": self.cancel_on_kill,
-                "missing_grace_seconds": self.missing_grace_seconds,
-                "outage_tolerance_seconds": self.outage_tolerance_seconds,
                 "deadline": self.deadline,
                 "last_seen": self.last_seen,
-                "log_progress": self.log_progress,
-                "array_fail_fast": self.array_fail_fast,
+                **watch,
                 # Only when set: a trigger stored by a release without it still resumes.
                 **({"cancel_copies_of": self.cancel_copies_of} if self.cancel_copies_of else {}),
-                # Only when set: a trigger without them serializes as the releases before them did.
-                **({"pending_timeout": self.pending_timeout} if self.pending_timeout is not None else {}),
+                # Only when set: a trigger without it serializes as the releases before it did.
                 **({"pending_since": self.pending_since} if self.pending_since is not None else {}),
             },
         )
@@ -165,21 +166,18 @@ class SlurmJobTrigger(BaseTrigger):
 
     async def _wait_for_event(self) -> TriggerEvent:
         """Follow the job through the cluster's shared poller until it is over or cannot be watched."""
-        watch = JobWatch(
-            self.job_id,
-            missing_grace_seconds=self.missing_grace_seconds,
-            outage_tolerance_seconds=self.outage_tolerance_seconds,
-            log_progress=self.log_progress,
-            array_fail_fast=self.array_fail_fast,
-            pending_timeout=self.pending_timeout,
-            pending_since=self.pending_since,
-        )
+        watch = self.watch_settings.new_watch(self.job_id, pending_since=self.pending_since)
         seen = SlurmJob.from_dict(self.last_seen) if self.last_seen else None
         if seen is not None:  # the operator logged this state already: the first line is the change from it
             watch.observe(seen)
         async with (
             subscribe(
-                self.poller_key, self.job_id, self.poll_interval, seen, progress=self.log_progress, pending=True
+                self.poller_key,
+                self.job_id,
+                self.poll_interval,
+                seen,
+                progress=self.watch_settings.log_progress,
+                pending=True,
             ) as subscription,
             self._late_copies_cancelled(),
         ):

@@ -130,7 +130,7 @@ def test_bad_arguments_are_refused_when_the_dag_is_parsed() -> None:
         SlurmListJobsOperator(task_id="x", filters={"users": ["a"]}, **CLUSTER)
     with pytest.raises(UnsupportedApiVersionError, match=r"v0\.0\.39"):
         SlurmSubmitJobOperator(task_id="y", script="#!/bin/bash\n", api_version="v0.0.39", **CLUSTER)
-    from airflow_provider_slurmapi.cluster_task import parse_job_id
+    from airflow_provider_slurmapi.operators.base import parse_job_id
 
     with pytest.raises(ValueError, match="xcom_pull"):
         parse_job_id("None")

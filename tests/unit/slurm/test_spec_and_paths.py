@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 
 import pytest
 
 from airflow_provider_slurmapi.slurm.errors import ConfigurationError, UnsupportedApiVersionError
 from airflow_provider_slurmapi.slurm.paths import SUPPORTED_API_VERSIONS, SlurmPaths
-from airflow_provider_slurmapi.slurm.spec import DEFAULT_WORKING_DIRECTORY, parse_time_limit, prepare_submission
-from airflow_provider_slurmapi.slurm.tag import carries_tag, task_comment, task_tag
+from airflow_provider_slurmapi.slurm.spec import (
+    DEFAULT_WORKING_DIRECTORY,
+    parse_time_limit,
+    prepare_submission,
+    prepare_task_submission,
+)
+from airflow_provider_slurmapi.slurm.tag import TaskIdentity, carries_tag, task_comment, task_tag
 
 SCRIPT = "#!/bin/bash\necho hi\n"
 
@@ -92,6 +98,50 @@ def test_tag_goes_into_comment_without_clobbering_users_comment() -> None:
     assert prepare_submission({}, SCRIPT, tag=tag, comment=comment).job["comment"] == comment
     mine = prepare_submission({"comment": "my note"}, SCRIPT, tag=tag, comment=comment).job["comment"]
     assert mine.startswith("my note") and tag in mine
+
+
+def test_a_task_submission_carries_the_tag_and_comment_of_its_task_instance() -> None:
+    task = TaskIdentity("dag", "task", "run-1", 2)
+    prepared = prepare_task_submission({"comment": "my note"}, SCRIPT, task, key=KEY)
+    tag = task_tag("dag", "task", "run-1", 2, key=KEY)
+    assert prepared.tag == tag != task_tag("dag", "task", "run-1", -1, key=KEY)
+    assert prepared.job["comment"] == f"my note | {task_comment(tag, 'dag', 'task', 'run-1', 2)}"
+    assert "map=2" in prepared.job["comment"]
+    with pytest.raises(ConfigurationError, match="empty"):
+        prepare_task_submission({}, SCRIPT, task, key=b"")
+
+
+def test_a_task_submission_adds_variables_knowing_the_names_the_job_sets() -> None:
+    seen: list[set[str]] = []
+
+    def variables(names: set[str]) -> dict[str, str]:
+        seen.append(names)
+        return {"PARENT": "run-42", "PATH": "/not/this"}
+
+    sent: list[tuple[str, dict[str, object]]] = []
+
+    def wrap(script: str, job: Mapping[str, object]) -> str:
+        sent.append((script, dict(job)))
+        return script + "# wrapped\n"
+
+    task = TaskIdentity("dag", "task", "run-1")
+    job = {"environment": {"PATH": "/bin"}}
+    prepared = prepare_task_submission(job, SCRIPT, task, key=KEY, add_variables=variables, wrap=wrap)
+    assert seen == [{"PATH"}]
+    assert prepared.job["environment"] == ["PATH=/bin", "PARENT=run-42"]  # the job's own PATH is kept
+    assert prepared.payload["script"] == SCRIPT + "# wrapped\n"
+    assert sent == [(SCRIPT, {"environment": ["PATH=/bin", "PARENT=run-42"]})]  # the job as sent
+    assert job == {"environment": {"PATH": "/bin"}}  # the caller's job is not changed
+
+
+def test_a_task_submission_with_a_bad_environment_asks_for_no_variables_and_shows_no_value() -> None:
+    def variables(names: set[str]) -> dict[str, str]:
+        raise AssertionError("not asked for an environment that is not valid")
+
+    task = TaskIdentity("dag", "task", "run-1")
+    with pytest.raises(ConfigurationError) as failed:
+        prepare_task_submission({"environment": ["=s3cret-value"]}, SCRIPT, task, key=KEY, add_variables=variables)
+    assert "s3cret-value" not in str(failed.value)
 
 
 @pytest.mark.parametrize(
