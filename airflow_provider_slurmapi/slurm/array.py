@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_slurmapi.slurm.states import FINISHED_STATES, JobState, JobStateInfo, parse_job_state
+from airflow_provider_slurmapi.slurm.states import FINISHED_STATES, HasJobState, JobState, JobStateInfo, parse_job_state
 from airflow_provider_slurmapi.slurm.values import as_int, clean_text
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def parse_state_entry_id(raw: object) -> tuple[int, int | None] | None:
 
 
 @dataclass(frozen=True, slots=True)
-class ArrayTask:
+class ArrayTask(HasJobState):
     """One task of an array: its id, its own job id once it started, its state and how it ended."""
 
     task_id: int
@@ -96,14 +96,6 @@ class ArrayTask:
     reason: str | None = None
     exit_code: int | None = None
     signal: str | None = None
-
-    @property
-    def state(self) -> JobState:
-        return self.state_info.state
-
-    @property
-    def is_finished(self) -> bool:
-        return self.state_info.is_finished
 
     @property
     def failed(self) -> bool:

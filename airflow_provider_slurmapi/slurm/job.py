@@ -16,7 +16,13 @@ from airflow_provider_slurmapi.slurm.array import MAX_TASK_ID, ArrayView
 from airflow_provider_slurmapi.slurm.errors import MalformedRecordError
 from airflow_provider_slurmapi.slurm.job_output import read_extra
 from airflow_provider_slurmapi.slurm.job_supervisor import strip_controls
-from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo, is_job_state_shape, parse_job_state
+from airflow_provider_slurmapi.slurm.states import (
+    HasJobState,
+    JobState,
+    JobStateInfo,
+    is_job_state_shape,
+    parse_job_state,
+)
 from airflow_provider_slurmapi.slurm.values import NotText, as_int, clean_text, preview, read_text
 
 # Slurm's NO_VAL (0xfffffffe) and INFINITE (0xffffffff) as plain integers, e.g. the history's
@@ -476,7 +482,7 @@ _ARRAY = _Stored(_dump_array, _load_array)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SlurmJob:
+class SlurmJob(HasJobState):
     """What this provider knows of one Slurm job.
 
     Each field's metadata (:func:`_row`) says where it is in a live and a history record, how an
@@ -575,14 +581,6 @@ class SlurmJob:
             reason=self.reason if not finished else None,
             end_time=self.end_time if finished else None,
         )
-
-    @property
-    def state(self) -> JobState:
-        return self.state_info.state
-
-    @property
-    def is_finished(self) -> bool:
-        return self.state_info.is_finished
 
     @property
     def succeeded(self) -> bool:

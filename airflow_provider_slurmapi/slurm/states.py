@@ -85,6 +85,24 @@ class JobStateInfo:
         return "+".join([self.state.value, *self.flags])
 
 
+class HasJobState:
+    """``state`` and ``is_finished`` of a record that carries its :class:`JobStateInfo` as ``state_info``.
+
+    A job, a task of an array: each reads its state the same way, written once here.
+    """
+
+    __slots__ = ()
+    state_info: JobStateInfo
+
+    @property
+    def state(self) -> JobState:
+        return self.state_info.state
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state_info.is_finished
+
+
 def parse_job_state(raw: object) -> JobStateInfo:
     """Fold a ``job_state`` / ``state.current`` value of any API version into :class:`JobStateInfo`.
 
