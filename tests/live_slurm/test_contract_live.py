@@ -6,8 +6,8 @@ background threads (see ``contract_transcripts`` in conftest.py); the tests belo
 transcripts: HTTP statuses, top-level and job-level keys and JSON types, the sequence of job states
 and the values that carry meaning (error numbers, reasons, warnings, id types).
 
-Where the emulator differs from real Slurm the assertion is marked ``xfail(strict=True)`` with the
-exact difference: the emulator is fixed elsewhere, and the mark then has to go.
+A difference between the emulator and real Slurm fails its step: the emulator is fixed to answer
+as real Slurm does.
 """
 
 from __future__ import annotations
@@ -381,21 +381,12 @@ STEPS += [
     )
 ]
 
-# Differences found between the emulator and real Slurm 24.11.5 (the emulator is fixed elsewhere).
-# Differences found by this suite and fixed in the emulator: the epoch start_time refused by
-# v0.0.40/41 and v0.0.40's job_resources {} for a job that never ran.
-STATUS_XFAIL: dict[str, str] = {}
-SHAPE_XFAIL: dict[str, str] = {}
+# Differences this suite found between the emulator and real Slurm 24.11.5 were fixed in the emulator
+# (the epoch start_time refused by v0.0.40/41, v0.0.40's job_resources {} for a job that never ran):
+# every step agrees, and a new difference fails its step.
 
 
-def _params(steps: list[str], xfails: dict[str, str]) -> list[Any]:
-    return [
-        pytest.param(step, marks=pytest.mark.xfail(strict=True, reason=xfails[step])) if step in xfails else step
-        for step in steps
-    ]
-
-
-@pytest.mark.parametrize("step", _params(STEPS, STATUS_XFAIL))
+@pytest.mark.parametrize("step", STEPS)
 def test_http_statuses_agree(step: str, transcripts: tuple[Transcript, Transcript]) -> None:
     real, emu = (t.replies[step] for t in transcripts)
     assert (emu.http_status, emu.status) == (real.http_status, real.status), (
@@ -404,7 +395,7 @@ def test_http_statuses_agree(step: str, transcripts: tuple[Transcript, Transcrip
     )
 
 
-@pytest.mark.parametrize("step", _params(STEPS, SHAPE_XFAIL))
+@pytest.mark.parametrize("step", STEPS)
 def test_shapes_agree(step: str, transcripts: tuple[Transcript, Transcript]) -> None:
     real_t, emu_t = transcripts
     real, emu = real_t.replies[step], emu_t.replies[step]
