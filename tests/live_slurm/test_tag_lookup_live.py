@@ -63,7 +63,7 @@ def test_a_copy_of_the_tag_on_a_job_of_another_user_is_never_adopted_nor_cancell
     tag = f"airflow-ti={uuid.uuid4().hex}"
     ours = hook.submit_job({**JOB, "name": name}, "#!/bin/bash\ntrue\n", tag=tag, comment=f"x {tag}").job_id
     lab.final(ours)
-    token = in_lab("scontrol", "token", "username=root", "lifespan=600").removeprefix("SLURM_JWT=")
+    token = in_lab("scontrol", "token", "username=root", "lifespan=600").strip().removeprefix("SLURM_JWT=")
     body = {"job": {**JOB, "name": name, "hold": True, "comment": f"x {tag}"}, "script": "#!/bin/bash\ntrue\n"}
     answer = requests.post(
         f"{lab.url}/slurm/v0.0.42/job/submit",
