@@ -235,6 +235,11 @@ def in_lab(*command: str, timeout: float = 120) -> str:
     return done.stdout
 
 
+def root_token(lifespan: int) -> str:
+    """A JWT of the lab's root user (another Slurm user than the job user), as an administrator makes one."""
+    return in_lab("scontrol", "token", "username=root", f"lifespan={lifespan}").strip().removeprefix("SLURM_JWT=")
+
+
 def _parse_env(text: str) -> dict[str, str]:
     values = {}
     for line in text.splitlines():

@@ -22,7 +22,7 @@ import pytest
 from airflow_provider_slurmapi.slurm.sbatch import apply_directives, read_directives
 from airflow_provider_slurmapi.slurm.spec import DEFAULT_ENVIRONMENT, parse_time_limit
 from tests.live_slurm.conftest import make_hook
-from tests.live_slurm.lab import Lab
+from tests.live_slurm.lab import Lab, in_lab
 
 pytestmark = pytest.mark.slurm
 
@@ -212,15 +212,6 @@ NEEDS_RESOURCES = {"constraint", "constraint-short", "prefer", "licenses", "lice
 FEATURE = "sbatchcontract"
 
 
-def _in_lab(*command: str) -> None:
-    chroot = LAB_DIR / "chroot"
-    prefix = ["chroot", str(chroot)] if chroot.is_dir() else []
-    env = ["/usr/bin/env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
-    env.append("SLURM_CONF=/etc/slurm/slurm.conf")
-    done = subprocess.run([*prefix, *env, *command], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
-
-
 @pytest.fixture(scope="module")
 def lab_resources(lab: Lab, submitted: list[int]) -> Iterator[None]:
     """A node feature and a license for --constraint, --prefer and --licenses; removed afterwards.
@@ -231,18 +222,18 @@ def lab_resources(lab: Lab, submitted: list[int]) -> Iterator[None]:
     if os.geteuid() != 0:
         pytest.fail("node features and licenses are set with scontrol/sacctmgr as root: run as root (CI does)")
     node = f"AvailableFeatures={FEATURE}", f"ActiveFeatures={FEATURE}"
-    _in_lab("scontrol", "update", "NodeName=localhost", *node)
-    _in_lab(
+    in_lab("scontrol", "update", "NodeName=localhost", *node, timeout=60)
+    in_lab(
         "sacctmgr", "-i", "add", "resource", f"name={FEATURE}", "server=lab", "servertype=test", "type=license",
-        "count=4", "cluster=lab", "allowed=100",
+        "count=4", "cluster=lab", "allowed=100", timeout=60,
     )  # fmt: skip
     try:
         yield
     finally:
         for job_id in submitted:  # jobs that ask for them go first
             lab.cancel(job_id)
-        _in_lab("sacctmgr", "-i", "delete", "resource", f"name={FEATURE}", "server=lab")
-        _in_lab("scontrol", "update", "NodeName=localhost", "AvailableFeatures=", "ActiveFeatures=")
+        in_lab("sacctmgr", "-i", "delete", "resource", f"name={FEATURE}", "server=lab", timeout=60)
+        in_lab("scontrol", "update", "NodeName=localhost", "AvailableFeatures=", "ActiveFeatures=", timeout=60)
 
 
 @pytest.fixture(scope="module")

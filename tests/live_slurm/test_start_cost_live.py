@@ -19,7 +19,7 @@ import requests
 
 from tests.conftest import load_dag, run_dag
 from tests.live_slurm.conftest import make_hook
-from tests.live_slurm.lab import Lab, in_lab
+from tests.live_slurm.lab import Lab, in_lab, root_token
 
 FOREIGN_JOBS = 2000
 FOREIGN_NAME = "slurmapi-foreign-held"
@@ -31,7 +31,7 @@ def busy_queue(lab: Lab) -> Iterator[list[int]]:
     """2,000 held jobs of root, another Slurm user than the lab's job user; cancelled afterwards."""
     if os.geteuid() != 0:
         pytest.fail("this test makes jobs of another Slurm user with a root token: run it as root (CI does)")
-    token = in_lab("scontrol", "token", "username=root", "lifespan=1800").strip().removeprefix("SLURM_JWT=")
+    token = root_token(1800)
     headers = {"X-SLURM-USER-TOKEN": token, "Content-Type": "application/json"}
     body = json.dumps(
         {

@@ -53,7 +53,7 @@ def test_a_copy_of_the_tag_on_a_job_of_another_user_is_never_adopted_nor_cancell
 
     import requests
 
-    from tests.live_slurm.test_start_cost_live import in_lab
+    from tests.live_slurm.lab import in_lab, root_token
 
     if os.geteuid() != 0:
         pytest.fail("this test makes a job of another Slurm user with a root token: run it as root (CI does)")
@@ -63,7 +63,7 @@ def test_a_copy_of_the_tag_on_a_job_of_another_user_is_never_adopted_nor_cancell
     tag = f"airflow-ti={uuid.uuid4().hex}"
     ours = hook.submit_job({**JOB, "name": name}, "#!/bin/bash\ntrue\n", tag=tag, comment=f"x {tag}").job_id
     lab.final(ours)
-    token = in_lab("scontrol", "token", "username=root", "lifespan=600").strip().removeprefix("SLURM_JWT=")
+    token = root_token(600)
     body = {"job": {**JOB, "name": name, "hold": True, "comment": f"x {tag}"}, "script": "#!/bin/bash\ntrue\n"}
     answer = requests.post(
         f"{lab.url}/slurm/v0.0.42/job/submit",
