@@ -215,19 +215,6 @@ def mask_of(text: str) -> set:  # type: ignore[type-arg]
     return {n for n in all_signals() if bits >> (n - 1) & 1}
 
 
-def pending(pid: int) -> set:  # type: ignore[type-arg]
-    """The signals pending on process ``pid`` (for itself or its thread group)."""
-    found = set()
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            for line in handle:
-                if line.startswith(("SigPnd:", "ShdPnd:")):
-                    found |= mask_of(line.split(":", 1)[1])
-    except OSError:
-        pass
-    return found
-
-
 def all_signals() -> List[int]:
     """Every signal a process can block or catch (not glibc's two internal real-time ones)."""
     if hasattr(signal, "valid_signals"):
@@ -237,40 +224,54 @@ def all_signals() -> List[int]:
     return sorted(n for n in valid if n not in UNCATCHABLE and n < signal.NSIG)
 
 
-def start_canary() -> Tuple[int, int]:
-    """A process beside the script that blocks every signal: what is sent to more than the batch shell pends there."""
-    read_end, write_end = os.pipe()
+def start_canary() -> Tuple[int, int, int]:
+    """A process beside the script that blocks every signal: what is sent to more than the batch shell pends there.
+
+    It lives as long as the script, so every signal Slurm sends to the whole step reaches it (a canary
+    replaced after each signal could be missing from the process list of Slurm's next one: SIGCONT, then
+    SIGTERM). Asked about a signal through a pipe, it takes that signal's pending copy, waiting up to
+    CANARY_WAIT_SECONDS for it, and answers 1 (it had one) or 0: its pending set stays in step with the
+    supervisor's.
+    """
+    ask_read, ask_write = os.pipe()
+    answer_read, answer_write = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the canary
         try:
-            os.close(write_end)
+            os.close(ask_write)
+            os.close(answer_read)
             signal.pthread_sigmask(signal.SIG_BLOCK, all_signals())
-            while os.read(read_end, 1):
-                pass
+            while True:
+                asked = os.read(ask_read, 1)
+                if not asked:
+                    break
+                taken = signal.sigtimedwait([asked[0]], CANARY_WAIT_SECONDS)
+                os.write(answer_write, b"1" if taken is not None else b"0")
         finally:
             os._exit(0)
-    os.close(read_end)
-    return pid, write_end
+    os.close(ask_read)
+    os.close(answer_write)
+    return pid, ask_write, answer_read
 
 
-def stop_canary(canary: Tuple[int, int]) -> None:
-    pid, write_end = canary
+def stop_canary(canary: Tuple[int, int, int]) -> None:
+    pid, ask_write, answer_read = canary
     with contextlib.suppress(OSError):
         os.kill(pid, signal.SIGKILL)
-    os.close(write_end)
+    os.close(ask_write)
+    os.close(answer_read)
     with contextlib.suppress(OSError):
         os.waitpid(pid, 0)
 
 
-def reached_canary(canary: Tuple[int, int], signum: int) -> bool:
-    """Whether ``signum`` is (or soon becomes) pending on the canary: Slurm sent it to more than the batch shell."""
-    deadline = time.monotonic() + CANARY_WAIT_SECONDS
-    while True:
-        if signum in pending(canary[0]):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.005)
+def reached_canary(canary: Tuple[int, int, int], signum: int) -> bool:
+    """Whether ``signum`` reached the canary too, within CANARY_WAIT_SECONDS: Slurm sent it to more than the shell."""
+    _, ask_write, answer_read = canary
+    try:
+        os.write(ask_write, bytes([signum]))
+        return os.read(answer_read, 1) == b"1"
+    except OSError:  # the canary is gone (killed with the step): pass the signal on
+        return False
 
 
 def output_file() -> Tuple[Optional[int], int]:
@@ -385,8 +386,6 @@ def main(argv: List[str]) -> None:
                     status = code
             continue
         if reached_canary(canary, signum):
-            stop_canary(canary)  # clear what pends there: the next signal is judged on its own
-            canary = start_canary()
             continue
         with contextlib.suppress(OSError):
             os.kill(child, signum)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -176,3 +179,92 @@ def test_a_script_that_cannot_be_copied_does_not_run_and_says_why(tmp_path: Path
 def test_redaction_settings_carry_names_never_values() -> None:
     wrapped = wrap_script("#!/bin/bash\nexit 1\n", Redaction(names=("DB_URI",), parts=("token",), min_length=5))
     assert '"names":["DB_URI"]' in wrapped and '"parts":["token"]' in wrapped
+
+
+# What a script sees of the signals Slurm sends, run outside Slurm: each way of sending is done here as
+# slurmstepd does it (proctrack/linuxproc lists the step's processes from /proc, then signals each).
+SIGNAL_LOGGER = """#!/bin/bash
+for s in TERM USR1 USR2; do trap "echo $s >> got" $s; done
+touch ready
+n=0
+while [ ! -s got ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n + 1)); done
+for i in 1 2 3 4 5 6 7 8 9 10; do sleep 0.1; done
+exit 0
+"""
+
+
+def _process_tree(root: int) -> list[int]:
+    """``root`` and every live process below it, found as proctrack/linuxproc finds them (a /proc scan)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            state, parent = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[:2]
+        except (OSError, ValueError):
+            continue
+        if state != "Z":
+            children.setdefault(int(parent), []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def _pending(pid: int, signum: int) -> bool:
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return False
+    masks = [int(line.split(":")[1], 16) for line in lines if line.startswith(("SigPnd:", "ShdPnd:"))]
+    return any(mask >> (signum - 1) & 1 for mask in masks)
+
+
+def _signals_seen(directory: Path, argv: list[str], send: str) -> list[str]:
+    """Start ``argv`` as a batch shell, send the signal ``send`` way once the script runs; what the script logged."""
+    directory.mkdir()
+    env = {"PATH": os.environ["PATH"], "TMPDIR": str(directory)}
+    proc = subprocess.Popen(argv, cwd=directory, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not (directory / "ready").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the script never started"
+            time.sleep(0.05)
+        if send == "scancel":  # SIGCONT then SIGTERM to every process of the step
+            listed = _process_tree(proc.pid)
+            for pid in listed:
+                os.kill(pid, signal.SIGCONT)
+            # The SIGTERM list is the one made before SIGCONT was handled (slurmstepd makes a list per
+            # signal, and the two can be that close): a process started after it would not get SIGTERM.
+            while any(_pending(pid, signal.SIGCONT) for pid in listed):
+                assert time.monotonic() < deadline + 30, "SIGCONT is never taken"
+                time.sleep(0.01)
+            for pid in listed:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+        elif send == "batch":  # scancel --batch: the batch shell alone
+            os.kill(proc.pid, signal.SIGUSR1)
+        else:  # scancel --full: the batch shell's process group
+            os.killpg(proc.pid, signal.SIGUSR2)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    got = directory / "got"
+    return got.read_text().split() if got.exists() else []
+
+
+@pytest.mark.parametrize(("send", "expected"), [("scancel", ["TERM"]), ("batch", ["USR1"]), ("full", ["USR2"])])
+def test_signals_reach_the_script_once_as_unwrapped_outside_slurm_too(
+    tmp_path: Path, send: str, expected: list[str]
+) -> None:
+    """The quick local check (real Slurm judges the same in tests/live_slurm/test_wrapper_live.py)."""
+    (tmp_path / "batch.sh").write_text(wrap_script(SIGNAL_LOGGER))
+    (tmp_path / "plain.sh").write_text(SIGNAL_LOGGER)
+    plain = _signals_seen(tmp_path / "plain", ["/bin/bash", str(tmp_path / "plain.sh")], send)
+    wrapped = _signals_seen(tmp_path / "wrapped", ["/bin/sh", str(tmp_path / "batch.sh")], send)
+    assert plain == expected
+    assert wrapped == plain
