@@ -144,7 +144,9 @@ def _received(lab: Lab, tag: str, job_id: int, send: str, timeout: float = 120) 
     _wait_for(LAB_CHROOT_TMP / f"{tag}-{job_id}.ready", timeout)
     status, body = lab.call("DELETE", f"/slurm/{V}/job/{job_id}{send}")
     assert status == 200, body
-    _ended(lab, job_id)
+    # Not _ended: a cancelled job is CANCELLED in the history at once, while its processes may still be
+    # running their traps (COMPLETING). Once COMPLETING is gone, every process of the job has exited.
+    lab.final(job_id, timeout=120)
     got = LAB_CHROOT_TMP / f"{tag}-{job_id}.got"
     return got.read_text().split() if got.exists() else []
 
