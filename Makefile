@@ -161,8 +161,10 @@ test-deployment: install deployment-deps slurm-lab-up
 	@eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider -m deployment tests/deployment
 
 ## The version-dependent deployment scenarios (DEPLOYMENT_BY_VERSION) on the newest 3.x before 3.3, on
-## 2.11 and on 2.10.5 under Composer's pins (own venvs). `DEPLOYMENT_BY_VERSION=` runs them all.
+## 2.11 and on 2.10.5 under Composer's pins (own venvs). `DEPLOYMENT_BY_VERSION=` runs them all. On 3.2,
+## the check of Airflow's public surface runs first (the other versions run it with their unit suites).
 test-deployment-airflow3x: $(VENV3X)/.installed deployment-deps slurm-lab-up
+	$(PY3X) -m pytest -q -p no:cacheprovider tests/unit/test_airflow_surface.py
 	@eval "$$(scripts/slurm-lab env)" && $(PY3X) -m pytest -q -p no:cacheprovider -m deployment tests/deployment \
 		$(if $(DEPLOYMENT_BY_VERSION),-k "$(DEPLOYMENT_BY_VERSION)")
 

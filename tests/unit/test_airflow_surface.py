@@ -1,8 +1,8 @@
 """The provider uses Airflow's public surface only, and the one internal name it still matches is
 checked here on every Airflow it supports (Cloud Composer upgrades Airflow under its users).
 
-Run on each supported version: the main venv (3.3), ``.venv-airflow3x`` (3.2), ``.venv-airflow2``
-(2.11) and the 2.10.5 venv.
+Run on each supported version: the main venv (3.3), ``.venv-airflow3x`` (3.2, before its deployment
+scenarios), ``.venv-airflow31`` (3.1), ``.venv-airflow2`` (2.11) and ``.venv-airflow2105`` (2.10.5).
 """
 
 from __future__ import annotations
