@@ -188,9 +188,11 @@ deployment-deps:
 test-airflow2: $(VENV2)/.installed
 	$(PY2) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not slurm and not deployment" $(AIRFLOW_SUITES_2)
 
-## The same on Airflow 3.1 (Composer 3's 3.1.8).
+## The unit suites on Airflow 3.1 (Composer 3's 3.1.8), and the DAG runs that read the tag's key from the
+## Airflow Variable through 3.1's Task SDK (the unit suites set [slurmapi] tag_secret).
 test-airflow31: $(VENV31)/.installed
-	$(PY31) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not slurm and not deployment" $(AIRFLOW_UNIT_SUITES)
+	$(PY31) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not slurm and not deployment" $(AIRFLOW_UNIT_SUITES) \
+		tests/dag_runs/test_tag_key.py
 
 ## The same on Airflow 2.10.5 under the pins of Composer's composer-2.15.3-airflow-2.10.5 image.
 test-airflow2105: $(VENV2105)/.installed

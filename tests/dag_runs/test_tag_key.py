@@ -97,10 +97,10 @@ def test_the_tag_secret_option_is_sensitive(monkeypatch: pytest.MonkeyPatch) -> 
     """Airflow reads the provider's config section (provider manager) and hides the value."""
     from airflow.configuration import conf
 
-    from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
+    from airflow_provider_slurmapi._compat import AIRFLOW_V_3_2_PLUS
 
     monkeypatch.setenv("AIRFLOW__SLURMAPI__TAG_SECRET", "do-not-show-me-1234")
-    if not AIRFLOW_V_3_0_PLUS:  # 2.x: what the CLI and each component do at start; 3.x loads them lazily
+    if not AIRFLOW_V_3_2_PLUS:  # before 3.2: what the CLI and each component do at start; 3.2 loads them lazily
         from airflow.providers_manager import ProvidersManager
 
         ProvidersManager().initialize_providers_configuration()
