@@ -145,7 +145,13 @@ def test_provider_metadata_is_what_pypi_and_composer_read(provider_wheel: zipfil
     } <= set(classifiers)
     assert metadata(provider_wheel, "Requires-Python") == [">=3.11"]
     urls = dict(url.split(", ", 1) for url in metadata(provider_wheel, "Project-URL"))
+    assert urls["Slurm Job API"].startswith("https://docs.cloud.google.com/")
     assert urls["Slurm Job API"].endswith("/manage-clusters-slurm")
+    # the provider info (Airflow's providers page) links the same current page of Google's
+    from airflow_provider_slurmapi.get_provider_info import get_provider_info
+
+    (integration,) = get_provider_info()["integrations"]
+    assert integration["external-doc-url"] == urls["Slurm Job API"]
     # published extras: OpenLineage only; the test and development tools are dependency groups
     assert metadata(provider_wheel, "Provides-Extra") == ["openlineage"]
     by_name = {Requirement(r).name: Requirement(r) for r in requirements(provider_wheel)}
