@@ -227,6 +227,8 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         super().__init__(cancel_on_kill=cancel_on_kill, log_progress=log_progress, **kwargs)
         self.pending_timeout = _seconds("pending_timeout", pending_timeout)
         self._submitted_at: float | None = None
+        self._submitting = False  # a submit is on its way: a kill now must wait for the job's id
+        self._killed_while_submitting = False
         if report_output is None:
             report_output = conf.getboolean("slurmapi", "report_output", fallback=True)
         self.report_output = report_output
@@ -410,7 +412,14 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
     def _submit(self, context: Context, prepared: PreparedSubmission, *, earlier: int | None) -> int:
         """Submit a new job for this task instance and remember its id where a retry looks first."""
         self._submitted_at = time.time()  # its first pending spell begins (pending_timeout)
-        result = self.hook.submit_prepared(prepared, earlier_job_id=earlier)
+        self._submitting = True
+        try:
+            result = self.hook.submit_prepared(prepared, earlier_job_id=earlier)
+        finally:
+            self._submitting = False
+        self.job_id = result.job_id  # from here on, a kill cancels it
+        if self._killed_while_submitting:
+            self._cancel_on_late_kill(result.job_id)
         self._copies_of = prepared.tag if result.resent else None
         for warning in result.warnings:
             self.log.warning("Slurm accepted job %s with a warning: %s", result.job_id, warning)
@@ -574,13 +583,33 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
 
     def on_kill(self) -> None:
         """SIGTERM or execution_timeout on the worker: cancel the job if it may still run."""
-        if self.job_id is None or not self.cancel_on_kill or self._job_over:
+        if not self.cancel_on_kill or self._job_over:
+            return
+        if self.job_id is None and self._submitting:
+            # Airflow 3.3+ calls on_kill and lets the task run on until the supervisor ends it: the
+            # submit in flight returns, and _submit cancels the job it names.
+            self._killed_while_submitting = True
+            self.log.info("Task killed while its Slurm job was being submitted: cancelling it once Slurm names it.")
+            return
+        if self.job_id is None:
             return
         try:
             outcome = self.hook.cancel_job(self.job_id)
             self.log.info("Task killed: cancel of Slurm job %s answered %s.", self.job_id, outcome.value)
         except SlurmApiError as exc:
             self.log.error("Task killed, but cancelling Slurm job %s failed: %s", self.job_id, exc)
+
+    def _cancel_on_late_kill(self, job_id: int) -> None:
+        """The task was killed while ``job_id`` was being submitted: cancel it and end the task."""
+        try:
+            outcome = self.hook.cancel_job(job_id)
+        except SlurmApiError as exc:
+            raise AirflowException(
+                f"The task was killed while Slurm job {job_id} was being submitted, and cancelling it failed: {exc}"
+            ) from exc
+        raise AirflowException(
+            f"The task was killed while Slurm job {job_id} was being submitted; its cancel answered {outcome.value}."
+        )
 
 
 def _redaction(job_spec: Mapping[str, Any]) -> Redaction:

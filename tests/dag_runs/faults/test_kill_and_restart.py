@@ -215,6 +215,22 @@ def test_worker_sigterm_cancels_the_job(airflow_db: Any, gcp_connection: Any, mo
     assert worker.returncode != 0, output[-2000:]
 
 
+def test_a_kill_while_the_submit_is_on_its_way_cancels_the_job_once_slurm_names_it(
+    airflow_db: Any, gcp_connection: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM after Slurm made the job but before its id reached the task (the answer is 8 s late)."""
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
+    gcp_connection.add_fault("slow=8@submit")
+    worker = _dag_test_in_subprocess("long", datetime(2026, 3, 4, tzinfo=UTC).isoformat(), dict(os.environ))
+    job = _wait_for_job(gcp_connection, "scenario-long", ["RUNNING"], worker)
+    worker.send_signal(signal.SIGTERM)
+    output, _ = worker.communicate(timeout=120)
+    gcp_connection.wait_for_state(job["job_id"], ["CANCELLED"], timeout=20)
+    assert worker.returncode != 0, output[-2000:]
+    assert "Task killed while its Slurm job was being submitted" in output, output[-3000:]
+    assert f"The task was killed while Slurm job {job['job_id']} was being submitted" in output, output[-3000:]
+
+
 def test_a_run_recreated_with_the_same_id_starts_afresh_and_a_failed_job_is_never_reused(
     airflow_db: Any, gcp_connection: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
