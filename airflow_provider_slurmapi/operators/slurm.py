@@ -11,7 +11,7 @@ import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow_provider_slurmapi._compat import (
     AirflowException,
@@ -585,13 +585,12 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         """SIGTERM or execution_timeout on the worker: cancel the job if it may still run."""
         if not self.cancel_on_kill or self._job_over:
             return
-        if self.job_id is None and self._submitting:
-            # Airflow 3.3+ calls on_kill and lets the task run on until the supervisor ends it: the
-            # submit in flight returns, and _submit cancels the job it names.
-            self._killed_while_submitting = True
-            self.log.info("Task killed while its Slurm job was being submitted: cancelling it once Slurm names it.")
-            return
         if self.job_id is None:
+            if self._submitting:
+                # Airflow 3.3+ calls on_kill and lets the task run on until the supervisor ends it: the
+                # submit in flight returns, and _submit cancels the job it names.
+                self._killed_while_submitting = True
+                self.log.info("Task killed while its Slurm job was being submitted: cancelling it once Slurm names it.")
             return
         try:
             outcome = self.hook.cancel_job(self.job_id)
@@ -599,7 +598,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         except SlurmApiError as exc:
             self.log.error("Task killed, but cancelling Slurm job %s failed: %s", self.job_id, exc)
 
-    def _cancel_on_late_kill(self, job_id: int) -> None:
+    def _cancel_on_late_kill(self, job_id: int) -> NoReturn:
         """The task was killed while ``job_id`` was being submitted: cancel it and end the task."""
         try:
             outcome = self.hook.cancel_job(job_id)

@@ -205,14 +205,23 @@ def test_a_retry_reattaches_to_the_job_of_the_earlier_try(
         gcp_connection.wait_for_state(mine[0]["job_id"], ["COMPLETED"], timeout=30)
 
 
+def _sigterm_the_worker_once_its_job_runs(
+    emulator: Any, logical_date: datetime, timeout: float
+) -> tuple[dict[str, Any], subprocess.Popen[str], str]:
+    """A worker process runs the ``long`` scenario (sync wait); SIGTERM to it once its job is RUNNING,
+    then the job once CANCELLED, the worker and its output."""
+    worker = _dag_test_in_subprocess("long", logical_date.isoformat(), dict(os.environ))
+    job = _wait_for_job(emulator, "scenario-long", ["RUNNING"], worker)
+    worker.send_signal(signal.SIGTERM)
+    output, _ = worker.communicate(timeout=timeout)
+    emulator.wait_for_state(job["job_id"], ["CANCELLED"], timeout=20)
+    assert worker.returncode != 0, output[-2000:]
+    return job, worker, output
+
+
 def test_worker_sigterm_cancels_the_job(airflow_db: Any, gcp_connection: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
-    worker = _dag_test_in_subprocess("long", datetime(2026, 3, 2, tzinfo=UTC).isoformat(), dict(os.environ))
-    job = _wait_for_job(gcp_connection, "scenario-long", ["RUNNING"], worker)
-    worker.send_signal(signal.SIGTERM)
-    output, _ = worker.communicate(timeout=60)
-    gcp_connection.wait_for_state(job["job_id"], ["CANCELLED"], timeout=20)
-    assert worker.returncode != 0, output[-2000:]
+    _sigterm_the_worker_once_its_job_runs(gcp_connection, datetime(2026, 3, 2, tzinfo=UTC), timeout=60)
 
 
 def test_a_kill_while_the_submit_is_on_its_way_cancels_the_job_once_slurm_names_it(
@@ -221,12 +230,7 @@ def test_a_kill_while_the_submit_is_on_its_way_cancels_the_job_once_slurm_names_
     """SIGTERM after Slurm made the job but before its id reached the task (the answer is 8 s late)."""
     monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
     gcp_connection.add_fault("slow=8@submit")
-    worker = _dag_test_in_subprocess("long", datetime(2026, 3, 4, tzinfo=UTC).isoformat(), dict(os.environ))
-    job = _wait_for_job(gcp_connection, "scenario-long", ["RUNNING"], worker)
-    worker.send_signal(signal.SIGTERM)
-    output, _ = worker.communicate(timeout=120)
-    gcp_connection.wait_for_state(job["job_id"], ["CANCELLED"], timeout=20)
-    assert worker.returncode != 0, output[-2000:]
+    job, _, output = _sigterm_the_worker_once_its_job_runs(gcp_connection, datetime(2026, 3, 4, tzinfo=UTC), 120)
     assert "Task killed while its Slurm job was being submitted" in output, output[-3000:]
     assert f"The task was killed while Slurm job {job['job_id']} was being submitted" in output, output[-3000:]
 

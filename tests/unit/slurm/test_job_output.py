@@ -22,7 +22,7 @@ from airflow_provider_slurmapi.slurm.job_output import (
     read_extra,
     wrap_script,
 )
-from airflow_provider_slurmapi.slurm.job_supervisor import last_lines, sensitive_values, strip_controls
+from airflow_provider_slurmapi.slurm.job_supervisor import last_lines, mask_of, sensitive_values, strip_controls
 from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo
 
 
@@ -218,8 +218,7 @@ def _pending(pid: int, signum: int) -> bool:
         lines = Path(f"/proc/{pid}/status").read_text().splitlines()
     except OSError:
         return False
-    masks = [int(line.split(":")[1], 16) for line in lines if line.startswith(("SigPnd:", "ShdPnd:"))]
-    return any(mask >> (signum - 1) & 1 for mask in masks)
+    return any(signum in mask_of(line.split(":", 1)[1]) for line in lines if line.startswith(("SigPnd:", "ShdPnd:")))
 
 
 def _signals_seen(directory: Path, argv: list[str], send: str) -> list[str]:
