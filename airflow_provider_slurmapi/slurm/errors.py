@@ -147,23 +147,29 @@ class SubmitRejectedError(SlurmError):
 
     permanent = True
 
-    def __init__(self, message: str, *, kind: str, error: SlurmError) -> None:
+    def __init__(self, message: str, *, kind: str, error: SlurmError, fix: str = "") -> None:
         super().__init__(message, http_status=error.http_status, path=error.path, errors=error.errors, text=error.text)
         self.kind = kind
+        self.fix = fix
+        self.answer = str(error.args[0]) if error.args else ""
 
     def name_partitions(self, names: Iterable[str]) -> None:
-        """Add the cluster's partitions to the message (for an invalid partition)."""
+        """Add the cluster's partitions to the message, right after the fix (for an invalid partition)."""
         listed = sorted({name for name in names if name})
-        if listed:
-            self.args = (f"{self.args[0]} The cluster's partitions: {', '.join(listed)}.",)
+        if listed and self.fix:
+            self.args = (_refusal_message(f"{self.fix} The cluster's partitions: {', '.join(listed)}.", self.answer),)
 
 
 # Slurm's error numbers (slurm/slurm_errno.h) that refuse a submit for good: what was refused, and
 # the fix. Checked on Slurm 24.11: an unknown partition 2000, gres/gpu on a node without GPUs 2072,
 # a malformed TRES 2115, licenses 2048, a reservation 2053, a feature 2029, too big 2014.
 _REFUSED_SUBMIT: dict[int, tuple[str, str]] = {
-    2000: ("partition", "job['partition'] is not a partition of this cluster: pick one of its partitions."),
-    2001: ("partition", "the cluster has no default partition: set job['partition']."),
+    2000: (
+        "partition",
+        "Set job['partition'] to one of the cluster's partitions (or leave it unset for the default one): "
+        "the one given is not a partition of this cluster.",
+    ),
+    2001: ("partition", "Set job['partition']: the cluster has no default partition."),
     2002: ("permission", "your user may not use what the job asks for (partition, reservation, QoS)."),
     2003: ("permission", "your user is not in a group this partition allows: pick another partition."),
     2004: ("nodes", "the requested nodes are not in this partition: fix required_nodes or the partition."),
@@ -209,6 +215,11 @@ _REFUSED_SUBMIT: dict[int, tuple[str, str]] = {
 }
 
 
+def _refusal_message(fix: str, answer: str) -> str:
+    """The fix first, then what Slurm answered (``Slurm answered HTTP 500 ...`` reads like a server fault)."""
+    return f"{fix} Slurm refused the job ({answer})."
+
+
 def refused_submit(error: SlurmError) -> SlurmError:
     """``error`` as a :class:`SubmitRejectedError` when Slurm refused the submit for good, else unchanged.
 
@@ -218,7 +229,8 @@ def refused_submit(error: SlurmError) -> SlurmError:
     for number in error.error_numbers:
         if number in _REFUSED_SUBMIT:
             kind, fix = _REFUSED_SUBMIT[number]
-            return SubmitRejectedError(f"{error.args[0]}. Slurm refused the job: {fix}", kind=kind, error=error)
+            fix = fix if fix.startswith("job[") else fix[:1].upper() + fix[1:]
+            return SubmitRejectedError(_refusal_message(fix, str(error.args[0])), kind=kind, error=error, fix=fix)
     if error.http_status == 404 and error.text and "Unable find requested URL" in error.text:
         return SubmitRejectedError(str(error.args[0]), kind="api_version", error=error)
     return error

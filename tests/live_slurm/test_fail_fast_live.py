@@ -38,7 +38,12 @@ def test_the_labs_refusals_are_permanent(job: dict[str, Any], number: int, kind:
     assert number in info.value.error_numbers
     assert (info.value.kind, is_permanent(info.value)) == (kind, True)
     if kind == "partition":  # the lab's partitions, read from its partitions/ endpoint
-        assert str(info.value).endswith("The cluster's partitions: debug, high, low.")  # scripts/slurm-lab's three
+        # the fix first, with scripts/slurm-lab's three partitions, then what Slurm answered
+        assert str(info.value).startswith("Set job['partition'] to one of the cluster's partitions")
+        assert (
+            "this cluster. The cluster's partitions: debug, high, low. Slurm refused the job (Slurm answered HTTP 500"
+            in str(info.value)
+        )
 
 
 def test_a_bad_partition_on_real_slurm_gives_exactly_one_try(

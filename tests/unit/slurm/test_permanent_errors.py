@@ -40,7 +40,12 @@ def test_refused_submits_are_permanent_and_say_what_to_fix(name: str, kind: str)
         read_submit(answer(name))
     assert is_permanent(info.value)
     assert info.value.kind == kind
-    assert "Slurm refused the job:" in str(info.value)
+    message = str(info.value)
+    # the fix leads; Slurm's answer ("Slurm answered HTTP 500 ...") follows as the evidence
+    assert not message.startswith("Slurm"), message
+    assert message.startswith(info.value.fix) and info.value.fix
+    assert message.endswith(f"Slurm refused the job ({info.value.answer}).")
+    assert "HTTP" not in info.value.fix
 
 
 def test_the_too_many_nodes_message_keeps_its_fix() -> None:
@@ -97,4 +102,12 @@ def test_naming_the_partitions_adds_them_once_sorted() -> None:
     with pytest.raises(SubmitRejectedError) as info:
         read_submit(answer("33_submit_unknown_partition"))
     info.value.name_partitions(["gpu", "debug", "gpu", ""])
-    assert str(info.value).endswith("The cluster's partitions: debug, gpu.")
+    message = str(info.value)
+    # the fix first, with the names right after it, then Slurm's answer
+    assert message.startswith(
+        "Set job['partition'] to one of the cluster's partitions (or leave it unset for the default one): the one "
+        "given is not a partition of this cluster. The cluster's partitions: debug, gpu. Slurm refused the job "
+        "(Slurm answered HTTP 500 to POST "
+    ), message
+    assert message.endswith("2000 Invalid partition name specified (Batch job submission failed)).")
+    assert message.count("The cluster's partitions") == 1
