@@ -31,7 +31,8 @@ extensions = [
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
-exclude_patterns = ["_build", "_ext", "Thumbs.db", ".DS_Store"]
+# pypi-description.md is the package page (pyproject.toml readme), not a page of the site.
+exclude_patterns = ["_build", "_ext", "Thumbs.db", ".DS_Store", "pypi-description.md"]
 
 # MyST: fenced directives with ::: as well as ```, definition lists, and anchors for ## and ###
 # headings, so pages link to a section as [text](page.md#section-name).

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import configparser
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
+import tomllib
 import zipfile
 from email.parser import HeaderParser
 from pathlib import Path
@@ -176,3 +178,151 @@ def test_every_floor_admits_the_oldest_composer_image_in_support(provider_wheel:
         if not requirement.specifier.contains(pinned, prereleases=True):
             refused.append(f"{text} refuses the image's {requirement.name}=={pinned}")
     assert refused == []
+
+
+# -- built from a clean tree only -----------------------------------------------------------------------
+
+# What a build, a test run, `make docs` or an editor leaves in a working tree: none of it may be packed.
+_JUNK = {
+    "docs/_build/doctrees/environment.pickle": b"\x80\x04junk",
+    "docs/_build/html/index.html": b"<html></html>",
+    "docs/reference/api/airflow_provider_slurmapi/index.rst": b"generated\n",
+    "airflow_provider_slurmapi/__pycache__/__init__.cpython-311.pyc": b"\x00",
+    "airflow_provider_slurmapi/hooks/__pycache__/slurm.cpython-311.pyc": b"\x00",
+    "airflow_provider_slurmapi/slurm/client.py.orig": b"old\n",
+    "airflow_provider_slurmapi/.coverage": b"x",
+    "example_dags/__pycache__/example_slurm_submit.cpython-311.pyc": b"\x00",
+    "docs/.DS_Store": b"\x00",
+    "docs/howto/operator-submit.md~": b"backup\n",
+    ".venv-airflow34/lib/python3.11/site-packages/junk.py": b"x = 1\n",
+    ".coverage": b"x",
+    ".coverage.host.1234": b"x",
+    ".mypy_cache/3.11/cache.json": b"{}",
+    "htmlcov/index.html": b"<html></html>",
+    "build/lib/airflow_provider_slurmapi/stale.py": b"x = 1\n",
+    "dist/airflow_provider_slurmapi-0.0.1-py3-none-any.whl": b"PK",
+    "airflow-home/airflow.db": b"x",
+}
+# The sdist: the provider, its example DAGs and documentation sources, the metadata's files (hatchling
+# always adds the .gitignore it read, so that a rebuild from the sdist ignores the same files).
+_SDIST_ROOTS = ("airflow_provider_slurmapi/", "example_dags/", "docs/")
+_SDIST_FILES = {"README.md", "CHANGELOG.md", "LICENSE", "NOTICE", "pyproject.toml", ".gitignore"}
+
+
+def _repository_files() -> list[str]:
+    """The files git knows (committed, staged, or new and not ignored): what the packages are made of."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+        timeout=60,
+    ).stdout.decode()
+    return sorted(name for name in listed.split("\0") if name and (REPO / name).is_file())
+
+
+@pytest.fixture(scope="module")
+def dirty_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The repository's files copied out (no .git: a tree as a packager unpacks it), then build junk planted."""
+    tree = tmp_path_factory.mktemp("dirty") / "airflow-provider-slurmapi"
+    for name in _repository_files():
+        target = tree / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((REPO / name).read_bytes())
+    for name, content in _JUNK.items():
+        target = tree / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+    return tree
+
+
+def test_packages_built_from_a_tree_full_of_build_junk_hold_only_the_repositorys_files(
+    dirty_tree: Path, tmp_path: Path
+) -> None:
+    known = _repository_files()
+    wheel = build_wheel(dirty_tree, tmp_path / "wheel")
+    sdist = build_sdist(dirty_tree, tmp_path / "sdist")
+
+    in_wheel = sorted(n for n in wheel.namelist() if ".dist-info/" not in n)
+    assert in_wheel == [n for n in known if n.startswith("airflow_provider_slurmapi/")]
+    assert {n.rsplit("/", 1)[1] for n in wheel.namelist() if ".dist-info/" in n} == {
+        "METADATA",
+        "WHEEL",
+        "RECORD",
+        "entry_points.txt",
+        "LICENSE",
+        "NOTICE",
+    }
+
+    in_sdist = sorted(n.split("/", 1)[1] for n in sdist.getnames() if "/" in n and sdist.getmember(n).isfile())
+    intended = [n for n in known if n.startswith(_SDIST_ROOTS) or n in _SDIST_FILES] + ["PKG-INFO"]
+    assert in_sdist == sorted(intended)
+    # the planted junk, named: none of it in either archive
+    assert [n for n in _JUNK if n in in_sdist or n in in_wheel] == []
+    assert not [n for n in in_sdist if n.startswith(("docs/_build/", "docs/reference/api/")) or "__pycache__" in n]
+    # no tests, emulator servers, lab scripts or benchmarks in the wheel
+    assert not [n for n in in_wheel if n.split("/")[1] in ("tests", "emulator") or "server" in n]
+
+    sizes = {path.name: path.stat().st_size for path in (tmp_path / "wheel").iterdir()}
+    sizes |= {path.name: path.stat().st_size for path in (tmp_path / "sdist").iterdir()}
+    print(f"FIGURE packages: {sizes}, wheel {len(wheel.namelist())} files, sdist {len(sdist.getnames())} entries")
+
+
+# -- the metadata Composer's packaging reads ------------------------------------------------------------
+
+_VALIDATE = """
+import sys, packaging
+from packaging.metadata import Metadata
+assert packaging.__version__ == "25.0", packaging.__version__
+Metadata.from_email(open(sys.argv[1], "rb").read(), validate=True)
+print("valid")
+"""
+
+
+def test_the_wheels_metadata_is_valid_for_composers_packaging_25(
+    provider_wheel: zipfile.ZipFile, tmp_path: Path
+) -> None:
+    """Composer 2.15.3 pins packaging 25.0, which refuses Metadata-Version 2.5: its own validator reads the wheel."""
+    assert metadata(provider_wheel, "Metadata-Version") == ["2.4"]
+    text = tmp_path / "METADATA"
+    text.write_text(dist_info(provider_wheel, "METADATA"))
+    uv = shutil.which("uv")
+    assert uv, "uv is not on PATH: `make install` installs it"
+    venv = tmp_path / "packaging-25"
+    subprocess.run([uv, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    subprocess.run([uv, "pip", "install", "--quiet", "-p", str(python), "packaging==25.0"], check=True, timeout=300)
+    done = subprocess.run([str(python), "-c", _VALIDATE, str(text)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "valid", done.stderr
+    # the same validator refuses what a newer backend writes: the check can fail
+    text.write_text(dist_info(provider_wheel, "METADATA").replace("Metadata-Version: 2.4", "Metadata-Version: 2.5"))
+    refused = subprocess.run([str(python), "-c", _VALIDATE, str(text)], capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and "'2.5' is not a valid metadata version" in refused.stderr
+
+
+def test_the_build_backend_is_pinned_to_one_that_writes_metadata_2_4() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert project["build-system"]["requires"] == ["hatchling==1.27.0"]
+    for target in ("wheel", "sdist"):
+        assert project["tool"]["hatch"]["build"]["targets"][target]["core-metadata-version"] == "2.4"
+    # the tests build with the same backend pip and uv use
+    assert "hatchling==1.27.0" in project["dependency-groups"]["test"]
+
+
+# -- the package page ------------------------------------------------------------------------------------
+
+_LINK = re.compile(r"\]\(([^)\s]+)[^)]*\)|<a\s[^>]*href=[\"']([^\"']+)|^\[[^\]]+\]:\s*(\S+)", re.MULTILINE)
+
+
+def test_the_package_page_is_written_for_users_with_absolute_links_only(provider_wheel: zipfile.ZipFile) -> None:
+    page = HeaderParser().parsestr(dist_info(provider_wheel, "METADATA")).get_payload()
+    assert isinstance(page, str)
+    assert page.strip() == (REPO / "docs" / "pypi-description.md").read_text().strip()
+    assert metadata(provider_wheel, "Description-Content-Type") == ["text/markdown"]
+    links = [next(g for g in found if g) for found in _LINK.findall(page)]
+    assert len(links) >= 3  # the reader finds links at all
+    assert [link for link in links if not link.startswith("https://")] == []
+    # users' matters first: what it is and how to install it, before any contributor command
+    assert page.index("## Install") < page.index("## A training job")
+    assert not re.search(r"\bmake (demo|test|dist|install)\b", page)
+    assert "tests/" not in page and "bench/" not in page
