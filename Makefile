@@ -37,6 +37,12 @@ AIRFLOW_3X ?= 3.2.2
 # to (the api-server and dag-processor then die at import): the set that 3.3.2 runs on works for 3.2.
 AIRFLOW_3X_PINS ?= "cadwyn==7.0.0" "fastapi==0.136.3" "pydantic==2.14.4"
 
+# The next Airflow, 3.4, while it is a pre-release: pinned to one beta (and its Task SDK), so the unit
+# suites that import Airflow show what the next release changes before Composer ships it.
+VENV34 ?= .venv-airflow34
+PY34   := $(VENV34)/bin/python
+AIRFLOW_34_PINS ?= "apache-airflow==3.4.0b2" "apache-airflow-core==3.4.0b2" "apache-airflow-task-sdk==1.4.0b2"
+
 # The lock files pin every package of the test venvs (resolved for CI: Linux x86_64, Python 3.11), so
 # two installs on two days get the same versions; the install targets use them as constraints.
 # `make lock` rewrites them after a change of pyproject.toml or of the Airflow pins above, keeping every
@@ -47,6 +53,7 @@ LOCK2    := requirements/test-lock-airflow2.txt
 LOCK2105 := requirements/test-lock-airflow2105.txt
 LOCK31   := requirements/test-lock-airflow31.txt
 LOCK3X   := requirements/test-lock-airflow3x.txt
+LOCK34   := requirements/test-lock-airflow34.txt
 AIRFLOW_2 ?= "apache-airflow==2.11.*" apache-airflow-providers-google
 # The test tools are PEP 735 dependency groups of pyproject.toml (never published): `test` in every
 # venv, `dev` (linters, build, twine) in the main one only.
@@ -55,7 +62,7 @@ COMPILE  := uv pip compile --quiet --python-version 3.11 --python-platform x86_6
 UV_VENV   = @command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv; \
 	test -x $(1)/bin/python || uv venv --quiet --python 3.11 $(1) 2>/dev/null || uv venv --quiet $(1)
 
-.PHONY: demo test test-fast test-slurm test-slurm-26 test-airflow2 test-airflow2105 test-airflow31 test-deployment test-deployment-airflow2 \
+.PHONY: demo test test-fast test-slurm test-slurm-26 test-airflow2 test-airflow2105 test-airflow31 test-airflow34 test-deployment test-deployment-airflow2 \
 	test-deployment-airflow2105 test-deployment-airflow3x deployment-deps lint bench slurm-lab-up slurm-lab-down \
 	clean install lock dist pins docs
 
@@ -66,7 +73,7 @@ $(VENV)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK)
 
 install: $(VENV)/.installed
 
-## Rewrite the lock files of the five test venvs (see LOCK above); commit them with the change.
+## Rewrite the lock files of the six test venvs (see LOCK above); commit them with the change.
 lock:
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	$(COMPILE) --group dev -o $(LOCK)
@@ -74,6 +81,7 @@ lock:
 	$(COMPILE) -c $(COMPOSER_2105) -o $(LOCK2105)
 	printf '%s\n' "apache-airflow==$(AIRFLOW_31)" apache-airflow-providers-google | $(COMPILE) - -o $(LOCK31)
 	printf '%s\n' "apache-airflow==$(AIRFLOW_3X)" apache-airflow-providers-google $(AIRFLOW_3X_PINS) | $(COMPILE) - -o $(LOCK3X)
+	printf '%s\n' $(AIRFLOW_34_PINS) apache-airflow-providers-google | $(COMPILE) - -o $(LOCK34)
 
 # Airflow 2.11 beside the main (3.x) venv, for the compatibility run.
 $(VENV2)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK2)
@@ -94,6 +102,11 @@ $(VENV31)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK31)
 $(VENV3X)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK3X)
 	$(call UV_VENV,$(VENV3X))
 	uv pip install --quiet -p $(PY3X) -c $(LOCK3X) "apache-airflow==$(AIRFLOW_3X)" apache-airflow-providers-google $(AIRFLOW_3X_PINS) -e . --group test
+	@touch $@
+
+$(VENV34)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK34)
+	$(call UV_VENV,$(VENV34))
+	uv pip install --quiet -p $(PY34) -c $(LOCK34) $(AIRFLOW_34_PINS) apache-airflow-providers-google -e . --group test
 	@touch $@
 
 ## Run example_dags/example_slurm_submit.py end to end against the local emulator.
@@ -141,7 +154,7 @@ TIMED = @start=$$(date +%s); status=0; $(2) || status=$$?; \
 ## The whole suite, in stages (each timed): lint; unit, emulator and Airflow DAG runs with coverage; real
 ## Slurm (brings the lab up); a real Airflow deployment on 3.3; then the older Airflow versions, each
 ## pairing a deployment (mostly waiting on Slurm jobs) with CPU work on the emulator; last the package
-## (sdist, wheel, twine, the Composer pin sets), then the 3.1 suites, beside the 2.10.5 deployment.
+## (sdist, wheel, twine, the Composer pin sets), then the 3.1 and the 3.4.0b2 suites, beside the 2.10.5 deployment.
 ## Deployments never run beside each other (the lab has 2 CPUs), and the 3.3 one, whose hundred-task
 ## kill is the most sensitive to a loaded machine, runs alone.
 test: install slurm-lab-up
@@ -152,8 +165,8 @@ test: install slurm-lab-up
 	$(call TIMED,deployment-3.3,$(MAKE) --no-print-directory test-deployment)
 	$(call TIMED,deployment-3.2+airflow-2.11,$(MAKE) --no-print-directory -j2 --output-sync=target test-deployment-airflow3x test-airflow2)
 	$(call TIMED,deployment-2.11+airflow-2.10.5,$(MAKE) --no-print-directory -j2 --output-sync=target test-deployment-airflow2 test-airflow2105)
-	$(call TIMED,deployment-2.10.5+package+airflow-3.1,$(MAKE) --no-print-directory -j2 --output-sync=target \
-		test-deployment-airflow2105 pins test-airflow31)
+	$(call TIMED,deployment-2.10.5+package+airflow-3.1+3.4,$(MAKE) --no-print-directory -j2 --output-sync=target \
+		test-deployment-airflow2105 pins test-airflow31 test-airflow34)
 
 ## A real deployment (PostgreSQL; api-server, scheduler, dag-processor, triggerer as processes) on the
 ## real Slurm lab, driven through the REST API; prints the FIGURE lines it measures.
@@ -193,6 +206,10 @@ test-airflow2: $(VENV2)/.installed
 test-airflow31: $(VENV31)/.installed
 	$(PY31) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not slurm and not deployment" $(AIRFLOW_UNIT_SUITES) \
 		tests/dag_runs/test_tag_key.py
+
+## The unit suites on the next Airflow, 3.4.0b2 (a pre-release, pinned: AIRFLOW_34_PINS).
+test-airflow34: $(VENV34)/.installed
+	$(PY34) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not slurm and not deployment" $(AIRFLOW_UNIT_SUITES)
 
 ## The same on Airflow 2.10.5 under the pins of Composer's composer-2.15.3-airflow-2.10.5 image.
 test-airflow2105: $(VENV2105)/.installed

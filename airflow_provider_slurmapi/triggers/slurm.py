@@ -69,7 +69,15 @@ class SlurmJobTrigger(BaseTrigger):
 
     A job pending for a reason no wait can clear (``FINAL_PENDING_REASONS``) is cancelled (with
     ``cancel_on_kill``) and reported as a permanent ``error``.
+
+    With ``[triggerer] queues_enabled``, the trigger runs on a triggerer serving the deferring task's
+    ``queue``: Airflow 3.2 and 3.3 read ``supports_triggerer_queue``, 3.4 ``trigger_queue_inherited_from_task``
+    (and a trigger's own ``queue``, which this one never sets). Both are said here, not left to the
+    base class's default.
     """
+
+    supports_triggerer_queue: bool = True
+    trigger_queue_inherited_from_task: bool = True
 
     def __init__(
         self,
