@@ -66,6 +66,7 @@ class _SlurmDecoratedOperator(DecoratedOperator, SlurmSubmitJobOperator):  # typ
         **SlurmSubmitJobOperator.template_fields_renderers,
     }
     custom_operator_name: str = "@task.slurm"
+    script_written_in_dag: bool = False  # the function returns it when the task runs
     # The Rendered Template tab shows the script the function returned, not the placeholder.
     overwrite_rtif_after_execution: bool = True
 

@@ -31,7 +31,7 @@ from airflow_provider_slurmapi.slurm.api_versions import check_api_version
 from airflow_provider_slurmapi.slurm.cluster import CLUSTER_ARG_NAMES, DEFAULT_CONN_ID, ClusterRef, cluster_ref
 from airflow_provider_slurmapi.slurm.errors import SlurmApiError, is_permanent
 from airflow_provider_slurmapi.slurm.paths import DEFAULT_API_VERSION
-from airflow_provider_slurmapi.slurm.validation import check_job_id
+from airflow_provider_slurmapi.slurm.validation import check_cluster_id, check_job_id, check_region
 from airflow_provider_slurmapi.slurm.watch import (
     DEFAULT_MISSING_GRACE_SECONDS,
     DEFAULT_OUTAGE_TOLERANCE_SECONDS,
@@ -119,6 +119,11 @@ class SlurmBaseOperator(BaseOperator):
         for name, value in zip(CLUSTER_ARG_NAMES, given, strict=True):
             setattr(self, name, value)  # kept as given: templated, they are checked once rendered (:attr:`cluster`)
         self.api_version = check_api_version(api_version)
+        # A literal mistake fails the DAG's parse (an import error naming the field), not the task's run.
+        if is_literal(region):
+            check_region(region)
+        if is_literal(cluster_id):
+            check_cluster_id(cluster_id)
 
     def check_cluster_args(self) -> None:
         """Refuse rendered cluster arguments that are not well formed (builds :attr:`cluster`).
@@ -353,6 +358,12 @@ class SlurmWatchingBaseOperator(SlurmBaseOperator):
             job_name=job.name if job is not None else None,
             state=job.state.value if job is not None else None,
         )
+
+
+def is_literal(value: object) -> bool:
+    """A value written in the DAG as it is, so checked when the DAG is parsed: a string without a Jinja
+    expression (``{{``). A templated value, or an ``XComArg``, is checked once rendered, when the task runs."""
+    return isinstance(value, str) and "{{" not in value and "{%" not in value
 
 
 def default_deferrable() -> bool:

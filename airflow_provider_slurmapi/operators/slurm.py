@@ -27,6 +27,7 @@ from airflow_provider_slurmapi.operators.base import (
     SlurmBaseOperator,
     SlurmWatchingBaseOperator,
     fails_permanently,
+    is_literal,
     parse_job_id,
     permanent_message,
 )
@@ -42,6 +43,7 @@ from airflow_provider_slurmapi.slurm.spec import (
     CLOCK_SKEW_SECONDS,
     DEFAULT_ENVIRONMENT,
     PreparedSubmission,
+    parse_time_limit,
     prepare_task_submission,
 )
 from airflow_provider_slurmapi.slurm.states import JobState
@@ -103,12 +105,34 @@ def read_script_file(jinja_env: jinja2.Environment, path: str, *, field: str = "
             if field == "script_path"
             else f"is one line ending in {', '.join(SCRIPT_FILE_SUFFIXES)}, so it is read as a file"
         )
+        folders = _searched_folders(jinja_env.loader)
+        searched = f" (searched: {', '.join(folders)})" if folders else " (no folder to search)"
         raise ConfigurationError(
             f"{field}={path!r} {why}, but there is no such file in the DAG's folder or its "
-            "template_searchpath. Put the file there, or give the script itself (several lines, starting "
-            "with '#!')."
+            f"template_searchpath{searched}. Put the file there, or give the script itself (several lines, "
+            "starting with '#!')."
         ) from None
     return source
+
+
+def _searched_folders(loader: object) -> list[str]:
+    """The folders a Jinja loader reads files from, in order (Airflow's is a FileSystemLoader of the DAG's
+    folder and ``template_searchpath``; a ChoiceLoader's loaders are read in turn)."""
+    folders: list[str] = []
+    for part in [loader, *getattr(loader, "loaders", ())]:
+        for folder in getattr(part, "searchpath", ()):
+            if str(folder) not in folders:
+                folders.append(str(folder))
+    return folders
+
+
+def _check_literal_time_limit(job: object) -> None:
+    """``job['time_limit']`` as written in the DAG, checked at parse time; templated, when the task runs."""
+    if not isinstance(job, Mapping) or "time_limit" not in job:
+        return
+    value = job["time_limit"]
+    if isinstance(value, timedelta | int | str | Mapping) and "{{" not in repr(value) and "{%" not in repr(value):
+        parse_time_limit(value)
 
 
 def _check_script_form(script: object) -> None:
@@ -206,6 +230,9 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
     template_ext: Sequence[str] = ()
     template_fields_renderers = {"job": "json", "script": "bash"}
     ui_color = "#d9ecf2"
+    # The script is the DAG's own argument, so a literal one is checked when the DAG is parsed
+    # (``@task.slurm`` holds a placeholder until its function returns the script: checked then).
+    script_written_in_dag: bool = True
 
     def __init__(
         self,
@@ -246,6 +273,9 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
             script_path if script_path is not None else (script if is_script_path(script) else None)
         )
         self.script: str = script if script is not None else str(script_path)
+        if self.script_written_in_dag and self._script_file is None and is_literal(script):
+            _check_script_form(script)  # a one-liner that is neither a script nor a file: at parse time
+        _check_literal_time_limit(self.job)
         self.wait_for_completion = wait_for_completion
         self.poll_interval = poll_interval
         self.reattach_on_restart = reattach_on_restart

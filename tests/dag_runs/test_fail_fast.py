@@ -7,6 +7,7 @@ counted twice: by the task instance's try number and by the submits the emulator
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -72,7 +73,10 @@ def test_a_missing_script_file_fails_at_the_first_try_without_a_call(
     state, tries = run_with_retries(dag, retries=2)
     assert (state, tries) == ("failed", 1)
     assert gcp_connection.calls()["total"] == 0
-    assert "script='no_such_script.sh' is one line ending in .sh, .sbatch" in "".join(capfd.readouterr())
+    out = "".join(capfd.readouterr())
+    assert "script='no_such_script.sh' is one line ending in .sh, .sbatch" in out
+    # the message names the folders it looked in: the DAG's folder (and template_searchpath, none here)
+    assert f"template_searchpath (searched: {Path(dag.fileloc).parent})." in out
 
 
 def test_a_bad_spec_fails_at_the_first_try(
