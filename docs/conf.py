@@ -62,4 +62,6 @@ nitpick_ignore_regex = [(r"py:.*", r"(?!airflow_provider_slurmapi\.(?!_compat\.)
 
 html_theme = "furo"
 html_title = f"Slurm Job API provider {release}"
-html_static_path: list[str] = []
+html_static_path: list[str] = ["_static"]
+# Code blocks wrap rather than scroll sideways (the pages read whole at 1280 px).
+html_css_files = ["wrap-code.css"]
