@@ -88,9 +88,9 @@ def test_the_tag_key_is_a_random_key_the_deployment_keeps_not_airflows_secret_ke
 
 
 def test_a_configured_tag_secret_comes_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AIRFLOW__SLURMAPI__TAG_SECRET", "  a key the deployment manages  ")
+    monkeypatch.setenv("AIRFLOW__SLURMAPI__TAG_SECRET", "  a key the deployment manages, long enough  ")
     tag_secret.forget_cached_key()
-    assert tag_secret.tag_key() == b"a key the deployment manages"
+    assert tag_secret.tag_key() == b"a key the deployment manages, long enough"
 
 
 def test_the_tag_secret_option_is_sensitive(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -119,4 +119,117 @@ def test_a_key_that_cannot_be_had_is_an_error_that_gives_the_fix(no_configured_k
     if not AIRFLOW_V_3_0_PLUS:
         pytest.skip("Airflow 2.x reaches the Variable through the ORM from any process")
     with pytest.raises(ConfigurationError, match="AIRFLOW__SLURMAPI__TAG_SECRET"):
+        tag_secret.tag_key()
+
+
+def _set_variable(value: str) -> None:
+    from airflow.models.variable import Variable
+    from airflow.utils.session import create_session
+
+    _delete_variable()
+    with create_session() as session:
+        session.add(Variable(key=tag_secret.VARIABLE_KEY, val=value))
+
+
+def _forget_secrets_backends() -> None:
+    """Airflow keeps the backends it built once a custom one is configured: build them again."""
+    try:
+        from airflow.sdk.configuration import clear_secrets_backends_cache
+    except ImportError:  # before 3.3 each read builds them anew while only the defaults were configured
+        return
+    clear_secrets_backends_cache()
+
+
+@pytest.fixture
+def flaky_backend(monkeypatch: pytest.MonkeyPatch, no_configured_key: None) -> Iterator[type]:
+    """A deployment whose key lives in a secrets backend (``[secrets] backend``) that fails its first reads."""
+    from tests.dag_runs.flaky_secrets import FlakyBackend
+
+    path = f"{FlakyBackend.__module__}.{FlakyBackend.__qualname__}"
+    monkeypatch.setenv("AIRFLOW__SECRETS__BACKEND", path)
+    monkeypatch.setenv("AIRFLOW__WORKERS__SECRETS_BACKEND", path)
+    monkeypatch.setattr(FlakyBackend, "key", tag_secret.VARIABLE_KEY)
+    monkeypatch.setattr(FlakyBackend, "reads", 0)
+    monkeypatch.setattr(tag_secret, "READ_BACKOFF_SECONDS", 0.1)
+    _forget_secrets_backends()
+    yield FlakyBackend
+    monkeypatch.undo()
+    _forget_secrets_backends()
+
+
+def test_a_key_whose_store_fails_for_a_moment_is_read_again_and_kept(
+    airflow_db: Any, gcp_connection: Any, flaky_backend: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Airflow's own Variable.get logs a failing backend and answers "absent"; creating a key then would
+    replace the deployment's (here: in the metastore, beside the backend's). The read is retried instead."""
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
+    _delete_variable()
+    kept = "k" * 11 + "the-deployment-s-key-held-in-its-vault"
+    monkeypatch.setattr(flaky_backend, "value", kept)
+    monkeypatch.setattr(flaky_backend, "failures_left", 2)
+    state, _ = run_dag(load_dag("slurm_scenarios.py", "completes"))
+    assert state == "success"
+    assert _read_variable() is None, "a new key was created while the deployment's could not be read"
+    tag, run_id = _tag_of_run(gcp_connection)
+    assert tag == task_tag("slurm_scenario_completes", "job", run_id, key=kept.encode())
+    assert flaky_backend.failures_left == 0 and flaky_backend.reads == 3, "the two failed reads did not happen"
+
+
+def test_a_key_store_that_stays_down_fails_the_try_with_the_fix_and_submits_nothing(
+    airflow_db: Any,
+    gcp_connection: Any,
+    flaky_backend: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
+    _delete_variable()
+    monkeypatch.setattr(flaky_backend, "value", "x" * 43)
+    monkeypatch.setattr(flaky_backend, "failures_left", 1000)
+    state, _ = run_dag(load_dag("slurm_scenarios.py", "completes"))
+    out = "".join(capfd.readouterr())
+    assert state == "failed"
+    assert flaky_backend.reads == tag_secret.READ_ATTEMPTS
+    assert _read_variable() is None, "a new key was created while the deployment's could not be read"
+    assert gcp_connection.jobs() == []
+    assert f"The Airflow Variable '{tag_secret.VARIABLE_KEY}'" in out
+    assert "could not be read" in out and "FlakyBackend raised ConnectionError" in out
+    assert "AIRFLOW__SLURMAPI__TAG_SECRET" in out
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [("   ", "holds only blanks"), ("short-key", "is 9 characters long, shorter than the 32")],
+    ids=["blank", "short"],
+)
+def test_a_blank_or_short_key_variable_is_refused_with_its_name_and_the_fix(
+    airflow_db: Any,
+    gcp_connection: Any,
+    no_configured_key: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    value: str,
+    problem: str,
+) -> None:
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
+    _set_variable(value)
+    try:
+        state, _ = run_dag(load_dag("slurm_scenarios.py", "completes"))
+        out = "".join(capfd.readouterr())
+    finally:
+        _delete_variable()
+    assert state == "failed"
+    assert gcp_connection.jobs() == []
+    assert f"the Airflow Variable '{tag_secret.VARIABLE_KEY}', {problem}" in out
+    assert "at least 32 characters" in out and f"delete the Variable '{tag_secret.VARIABLE_KEY}'" in out
+
+
+@pytest.mark.parametrize("value", ["   ", "0123456789abcdef"], ids=["blank", "short"])
+def test_a_blank_or_short_tag_secret_option_is_refused_with_its_name(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    from airflow_provider_slurmapi.slurm.errors import ConfigurationError
+
+    monkeypatch.setenv("AIRFLOW__SLURMAPI__TAG_SECRET", value)
+    with pytest.raises(ConfigurationError, match=r"\[slurmapi\] tag_secret \(AIRFLOW__SLURMAPI__TAG_SECRET\)"):
         tag_secret.tag_key()
