@@ -51,8 +51,8 @@ log = logging.getLogger(__name__)
 
 VARIABLE_KEY = "slurmapi_tag_secret"
 _FIX = (
-    "Set [slurmapi] tag_secret (AIRFLOW__SLURMAPI__TAG_SECRET) to the same long random secret on every "
-    "Airflow component, or let the task read and create the Airflow Variable "
+    "Set [slurmapi] tag_secret (AIRFLOW__SLURMAPI__TAG_SECRET) to the same random secret of at least 32 "
+    "characters on every Airflow component, or let the task read and create the Airflow Variable "
     f"{VARIABLE_KEY!r} (or provide it through a secrets backend: AIRFLOW_VAR_{VARIABLE_KEY.upper()})."
 )
 

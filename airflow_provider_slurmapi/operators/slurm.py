@@ -19,6 +19,7 @@ from airflow_provider_slurmapi._compat import (
     AIRFLOW_V_3_0_PLUS,
     AirflowException,
     AirflowFailException,
+    AirflowTaskTimeout,
     ResumableJobMixin,
     conf,
     is_masked,
@@ -421,6 +422,9 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         try:
             with _sigterm_waits_for_the_answer(self.on_kill):
                 result = self.hook.submit_prepared(prepared, earlier_job_id=earlier)
+        except AirflowTaskTimeout:  # execution_timeout raised inside the request: the job is never named here
+            self.on_kill()
+            raise
         finally:
             self._submitting = False
         self.job_id = result.job_id  # from here on, a kill cancels it

@@ -233,3 +233,77 @@ def test_a_blank_or_short_tag_secret_option_is_refused_with_its_name(
     monkeypatch.setenv("AIRFLOW__SLURMAPI__TAG_SECRET", value)
     with pytest.raises(ConfigurationError, match=r"\[slurmapi\] tag_secret \(AIRFLOW__SLURMAPI__TAG_SECRET\)"):
         tag_secret.tag_key()
+
+
+@pytest.fixture
+def flaky_execution_api(monkeypatch: pytest.MonkeyPatch, no_configured_key: None) -> Iterator[dict[str, int]]:
+    """``dag.test()``'s in-process execution API answers the key's Variable route with an error while
+    ``left["failures"]`` lasts: 429, which the Task SDK's client does not retry itself (it retries 5xx
+    for 31 s), so the task sees what a worker sees once the client's own retries are spent."""
+    from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
+
+    if not AIRFLOW_V_3_0_PLUS:
+        pytest.skip("Airflow 2.x workers read Variables from the database, not through an execution API")
+    from airflow.api_fastapi.execution_api import app as execution_app
+    from airflow.sdk.execution_time.supervisor import in_process_api_server
+    from fastapi.responses import JSONResponse
+
+    left = {"failures": 0, "refused": 0}
+    create = execution_app.create_task_execution_api_app
+
+    def create_flaky(*args: Any, **kwargs: Any) -> Any:
+        api = create(*args, **kwargs)
+
+        @api.middleware("http")
+        async def flaky(request: Any, call_next: Any) -> Any:
+            if request.url.path.endswith(f"/variables/{tag_secret.VARIABLE_KEY}") and left["failures"] > 0:
+                left["failures"] -= 1
+                left["refused"] += 1
+                return JSONResponse({"detail": "a test's transient fault"}, status_code=429)
+            return await call_next(request)
+
+        return api
+
+    monkeypatch.setattr(execution_app, "create_task_execution_api_app", create_flaky)
+    rebuild = getattr(in_process_api_server, "cache_clear", lambda: None)  # 3.3 keeps one; 3.1 one per task
+    rebuild()  # dag.test()'s in-process API server, built again with the fault
+    monkeypatch.setattr(tag_secret, "READ_BACKOFF_SECONDS", 0.1)
+    yield left
+    monkeypatch.undo()
+    rebuild()
+
+
+def test_an_execution_api_error_reading_the_key_is_retried_and_the_key_kept(
+    airflow_db: Any, gcp_connection: Any, flaky_execution_api: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Task SDK's Variable.get answers None for any execution API error, and the key was then replaced."""
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
+    kept = "the-deployment-s-key-made-long-ago-" + "k" * 10
+    _set_variable(kept)
+    flaky_execution_api["failures"] = 2
+    state, _ = run_dag(load_dag("slurm_scenarios.py", "completes"))
+    assert state == "success"
+    assert _read_variable() == kept, "the deployment's key was replaced after a read error"
+    tag, run_id = _tag_of_run(gcp_connection)
+    assert tag == task_tag("slurm_scenario_completes", "job", run_id, key=kept.encode())
+    assert flaky_execution_api["refused"] == 2, "the fault never hit: nothing was tested"
+
+
+def test_an_execution_api_that_keeps_failing_fails_the_try_and_keeps_the_key(
+    airflow_db: Any,
+    gcp_connection: Any,
+    flaky_execution_api: dict[str, int],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
+    kept = "the-deployment-s-key-made-long-ago-" + "k" * 10
+    _set_variable(kept)
+    flaky_execution_api["failures"] = 1000
+    state, _ = run_dag(load_dag("slurm_scenarios.py", "completes"))
+    out = "".join(capfd.readouterr())
+    assert state == "failed"
+    assert _read_variable() == kept
+    assert gcp_connection.jobs() == []
+    assert flaky_execution_api["refused"] == tag_secret.READ_ATTEMPTS
+    assert "could not be read (4 attempts)" in out and "execution API" in out, out[-3000:]

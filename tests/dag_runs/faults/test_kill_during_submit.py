@@ -14,10 +14,12 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.conftest import DAGS_FOLDER, REPO
+import pytest
+
+from tests.conftest import DAGS_FOLDER, REPO, load_dag, run_dag
 
 
 def _worker(logical_date: datetime) -> subprocess.Popen[str]:
@@ -87,3 +89,20 @@ def test_sigkill_before_the_answer_leaves_the_cancel_to_the_reaper(airflow_db: A
     assert "cancels the job carrying tag" in output, output[-3000:]
     gcp_connection.wait_for_state(job["job_id"], ["CANCELLED"], timeout=60)
     assert [j["job_id"] for j in gcp_connection.jobs() if j["name"] == "scenario-long"] == [job["job_id"]]
+
+
+def test_an_execution_timeout_during_the_submit_cancels_the_job(
+    airflow_db: Any, gcp_connection: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """execution_timeout raises inside the request (on every version): the task never learns the job's id,
+    so the reaper cancels it. The timeout (10 s) must come after the submit is sent (the task's work before
+    it takes a second or two) and before its answer (60 s late)."""
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
+    gcp_connection.add_fault("slow=60@submit")
+    dag = load_dag("slurm_scenarios.py", "long")
+    dag.task_dict["job"].execution_timeout = timedelta(seconds=10)
+    state, _ = run_dag(dag)
+    assert state == "failed"
+    jobs = [j for j in gcp_connection.jobs() if j["name"] == "scenario-long"]
+    assert len(jobs) == 1, f"the timeout came before the submit was sent: nothing tested ({jobs})"
+    gcp_connection.wait_for_state(jobs[0]["job_id"], ["CANCELLED"], timeout=60)
