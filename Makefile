@@ -135,15 +135,16 @@ AIRFLOW_SUITES_2 ?= $(AIRFLOW_SUITES) --ignore=tests/dag_runs/faults/test_kill_a
 # (tests/README.md says why each): the provider list, the trigger's lines in the task log, a kill while
 # deferred (before 3.3: the CancelledError and safe_to_cancel path), a triggerer restart (that path must
 # not cancel), a clear while deferred, a killed task process (no task state store before 3.3), the
-# deferral timeout (3.x). The 3.3 run has the rest.
+# deferral timeout (3.x), a SIGTERM during the submit (each version's handler). The 3.3 run has the rest.
 DEPLOYMENT_BY_VERSION ?= providers_list or trigger_lines_in_the_log or mark_failed_while_deferred \
 	or triggerer_sigterm_and_restart or clearing_a_deferred_task or task_process_and_supervisor_sigkill \
-	or execution_timeout_with_every_worker_slot_busy
+	or execution_timeout_with_every_worker_slot_busy or sigterm_while_the_submit_answer_is_late
 # Airflow 2.10.5 against 2.11: the same triggerer, task runner, REST API v1 and trigger-timeout words
 # (compared in their sources); it runs what installing under Composer's pins could break: the providers
-# manager, a deferrable run with its trigger lines, and the pre-3.3 kill path with its shutdown twin.
+# manager, a deferrable run with its trigger lines, the pre-3.3 kill path with its shutdown twin, and a
+# SIGTERM during the submit (Airflow 2's handler raises inside the request).
 DEPLOYMENT_AIRFLOW2105 ?= providers_list or trigger_lines_in_the_log or mark_failed_while_deferred \
-	or triggerer_sigterm_and_restart
+	or triggerer_sigterm_and_restart or sigterm_while_the_submit_answer_is_late
 
 # Each stage of `make test` prints its wall time ("CI time: NAME Ns"), so a slow part shows in the log;
 # the real-Slurm suites also list their slowest tests (they wait on Slurm, so that is where time goes).

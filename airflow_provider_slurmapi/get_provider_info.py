@@ -53,8 +53,8 @@ def get_provider_info() -> dict[str, Any]:
                     "tag_secret": {
                         "description": "The key of the tags that name each task instance's Slurm jobs (in the "
                         "job's comment). Unset, a random key is created once and kept in the Airflow Variable "
-                        "slurmapi_tag_secret. Set it to the same long random secret on every component; never "
-                        "reuse another secret of the deployment.",
+                        "slurmapi_tag_secret. Set it to the same random secret of at least 32 characters on every "
+                        "component; never reuse another secret of the deployment.",
                         "version_added": "0.1.0",
                         "type": "string",
                         "example": None,

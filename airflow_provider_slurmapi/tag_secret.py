@@ -16,17 +16,23 @@ Where the key comes from, in this order:
    on every Airflow version, with no setup; the name contains ``secret``, so Airflow masks the value
    in the UI and in logs; a secrets backend may hold it instead (``AIRFLOW_VAR_SLURMAPI_TAG_SECRET``).
 
-   - Airflow 2.10/2.11: read and created through the ORM. Creation is an INSERT that the database's
-     unique key on the variable's name settles: of two workers racing, one inserts and both read its
-     value back.
-   - Airflow 3.x: workers have no database; read and created through the Task SDK (the execution
-     API). Its ``Variable.set`` is an upsert, so the key is written and then read back, and the value
+   - Airflow 2.10/2.11: read through the secrets backends, the metastore last; created through the ORM.
+     Creation is an INSERT that the database's unique key on the variable's name settles: of two workers
+     racing, one inserts and both read its value back.
+   - Airflow 3.x: workers have no database; read through the secrets backends, the execution API asked
+     directly, and created with the Task SDK's ``Variable.set`` (an upsert), then read back, and the value
      read back is the one used: only two first-ever uses within the same few milliseconds can still
      tag with different keys (then a retry of the loser cannot find its job by tag; on 3.3+ it still
      finds it by the job id kept in the task state store).
 
+   The key is created ONLY when every store answered "absent". Airflow's own ``Variable.get`` turns any
+   read error into "absent" (a secrets backend that raises is logged and skipped; on 3.x every execution
+   API error becomes ``None``), and writing then would replace the deployment's key. So a failed read is
+   retried (:data:`READ_ATTEMPTS`) and then fails the try with :class:`TagKeyUnreadableError`.
+
 A key that cannot be had (no Variable store reachable) raises :class:`ConfigurationError` saying how
-to set one; nothing is guessed. A process keeps the key once it has read it from the shared place.
+to set one; nothing is guessed. A blank key, or one shorter than :data:`MIN_KEY_LENGTH`, from either
+place is refused the same way. A process keeps the key once it has read it from the shared place.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS, conf
@@ -43,21 +51,48 @@ log = logging.getLogger(__name__)
 
 VARIABLE_KEY = "slurmapi_tag_secret"
 _FIX = (
-    "Set [slurmapi] tag_secret (AIRFLOW__SLURMAPI__TAG_SECRET) to the same long random secret on every "
-    "Airflow component, or let the task read and create the Airflow Variable "
+    "Set [slurmapi] tag_secret (AIRFLOW__SLURMAPI__TAG_SECRET) to the same random secret of at least 32 "
+    "characters on every Airflow component, or let the task read and create the Airflow Variable "
     f"{VARIABLE_KEY!r} (or provide it through a secrets backend: AIRFLOW_VAR_{VARIABLE_KEY.upper()})."
 )
 
 _lock = threading.Lock()
 _cached: bytes | None = None
 
+MIN_KEY_LENGTH = 32
+"""The shortest key accepted, in characters. 32 characters hold 128 random bits when written in hex (and
+192 in ``secrets.token_urlsafe``'s alphabet): below that an offline guess of the key from public tags
+gets within reach. The key this module creates is 43 characters (256 bits)."""
+
+READ_ATTEMPTS = 4
+"""Reads of a Variable store that fails before the try fails: after 0.5, 1 and 2 s (3.5 s in all), so a
+restart of the API server or a dropped connection is waited out, and a store that stays down fails the
+try quickly with the fix (the task's retries then try again)."""
+READ_BACKOFF_SECONDS = 0.5
+
+_GENERATE = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+
+
+class TagKeyUnreadableError(ConfigurationError):
+    """The key's Variable store could not be read; the key may well exist, so none is created.
+
+    Not permanent: the task's retries read again (a bad key, by contrast, is a plain
+    :class:`ConfigurationError` that no retry fixes).
+    """
+
+    permanent = False
+
+
+class _Unreadable(Exception):
+    """One read failed (not "absent"): the store, and why."""
+
 
 def tag_key() -> bytes:
     """The key of :func:`~airflow_provider_slurmapi.slurm.tag.task_tag` in this deployment."""
     global _cached
-    own = (conf.get("slurmapi", "tag_secret", fallback="") or "").strip()
-    if own:
-        return own.encode()
+    configured = conf.get("slurmapi", "tag_secret", fallback="") or ""
+    if configured:
+        return _checked(configured, "the option [slurmapi] tag_secret (AIRFLOW__SLURMAPI__TAG_SECRET)").encode()
     with _lock:
         if _cached is None:
             _cached = _shared_key().encode()
@@ -71,54 +106,164 @@ def forget_cached_key() -> None:
         _cached = None
 
 
+def _checked(value: str, source: str) -> str:
+    """``value`` without surrounding blanks, refused when blank or shorter than :data:`MIN_KEY_LENGTH`."""
+    key = value.strip()
+    if not key:
+        problem = "is empty" if not value else "holds only blanks"
+    elif len(key) < MIN_KEY_LENGTH:
+        problem = f"is {len(key)} characters long, shorter than the {MIN_KEY_LENGTH} a tag key needs"
+    else:
+        return key
+    raise ConfigurationError(
+        f"The key of the Slurm task tags, {source}, {problem}. Set it to a random secret of at least "
+        f"{MIN_KEY_LENGTH} characters, the same on every Airflow component (for example the output of {_GENERATE})"
+        + (
+            f", or delete the Variable {VARIABLE_KEY!r} so that the next task creates one. Replacing a key that "
+            "tagged jobs before makes their retries unable to find those jobs."
+            if "Variable" in source
+            else "."
+        )
+    )
+
+
 def _shared_key() -> str:
-    try:
-        value = _read_or_create_v3() if AIRFLOW_V_3_0_PLUS else _read_or_create_v2()
-    except ConfigurationError:
-        raise
-    except Exception as exc:
-        raise ConfigurationError(
-            f"The Slurm task tags need a secret key, and the Airflow Variable {VARIABLE_KEY!r} that keeps it "
-            f"could not be read or created ({type(exc).__name__}: {exc}). {_FIX}"
-        ) from exc
-    if not value.strip():
-        raise ConfigurationError(f"The Airflow Variable {VARIABLE_KEY!r} is empty. {_FIX}")
-    return value.strip()
+    """The key from the Variable store: read (retrying a failed read), created only if it is absent."""
+    source = f"the Airflow Variable {VARIABLE_KEY!r}"
+    read, create = (_read_v3, _create_v3) if AIRFLOW_V_3_0_PLUS else (_read_v2, _create_v2)
+    value = _read_with_retries(read)
+    if value is None:
+        log.info("Creating the Airflow Variable %s: the random key of this deployment's Slurm task tags.", VARIABLE_KEY)
+        try:
+            create(_new_key())
+        except Exception as exc:
+            raise TagKeyUnreadableError(
+                f"The Slurm task tags need a secret key; {source} does not exist and could not be created "
+                f"({type(exc).__name__}: {exc}). {_FIX}"
+            ) from exc
+        value = _read_with_retries(read)  # what the store holds: another worker may have written first
+        if value is None:
+            raise TagKeyUnreadableError(
+                f"The Slurm task tags need a secret key; {source} was created but reads back as absent. {_FIX}"
+            )
+    return _checked(value, source)
+
+
+def _read_with_retries(read: Callable[[], str | None]) -> str | None:
+    """``read()``: the value, or ``None`` only when the store said the Variable does not exist."""
+    delay = READ_BACKOFF_SECONDS
+    for attempt in range(1, READ_ATTEMPTS + 1):
+        try:
+            return read()
+        except _Unreadable as exc:
+            if attempt == READ_ATTEMPTS:
+                raise TagKeyUnreadableError(
+                    f"The Airflow Variable {VARIABLE_KEY!r}, which keeps the key of the Slurm task tags, could not "
+                    f"be read ({READ_ATTEMPTS} attempts): {exc}. No new key is made while the existing one may be "
+                    f"there. Fix the Variable store (API server, database or secrets backend), then retry the task; "
+                    f"or {_FIX[0].lower()}{_FIX[1:]}"
+                ) from exc.__cause__
+            log.warning(
+                "Reading the Airflow Variable %s failed (%s); trying again in %.1f s.", VARIABLE_KEY, exc, delay
+            )
+            time.sleep(delay)
+            delay *= 2
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _from_backends(
+    backends: Sequence[Any], stand_in: tuple[type, Callable[[], str | None]] | None = None
+) -> str | None:
+    """The value from the first secrets backend that has it, in Airflow's order; ``stand_in`` (a backend
+    class, a reader) reads in place of that backend (the one of Airflow's own Variables, whose "absent"
+    Airflow cannot tell from "could not be read"). A backend that raises is a failed read, never "absent"
+    (Airflow logs it and moves on, which would let a key held there be replaced)."""
+    for backend in backends:
+        name = type(backend).__name__
+        try:
+            if stand_in is not None and isinstance(backend, stand_in[0]):
+                value = stand_in[1]()
+            else:
+                value = backend.get_variable(key=VARIABLE_KEY)
+        except _Unreadable:
+            raise
+        except Exception as exc:
+            raise _Unreadable(f"the secrets backend {name} raised {type(exc).__name__}: {exc}") from exc
+        if value is not None:
+            return str(value)
+    return None
 
 
 def _new_key() -> str:
     return secrets.token_urlsafe(32)
 
 
-def _read_or_create_v3() -> str:
-    """Through the Task SDK: read; if absent, write a random key and use what is read back."""
+def _read_v3() -> str | None:
+    """Airflow 3: the secrets backends of a worker, with the execution API asked directly.
+
+    The Task SDK's ``Variable.get`` (and its ``ExecutionAPISecretsBackend``) answers ``None`` for any
+    error, so the GetVariable message is sent here and its answer read: a ``VariableResult`` is the value,
+    an ``ErrorResponse`` of type ``VARIABLE_NOT_FOUND`` means absent (the API server answered 404), and
+    anything else (another ``ErrorResponse``, or the ``AirflowRuntimeError`` the supervisor's
+    ``API_SERVER_ERROR`` becomes) is a failed read. The same on 3.1.8, 3.2.2, 3.3.2 and 3.4.0b2.
+    """
+    from airflow.sdk.execution_time import task_runner
+    from airflow.sdk.execution_time.secrets.execution_api import ExecutionAPISecretsBackend
+    from airflow.sdk.execution_time.supervisor import ensure_secrets_backend_loaded
+
+    if getattr(task_runner, "SUPERVISOR_COMMS", None) is None:
+        raise ConfigurationError(
+            f"The Slurm task tags need a secret key, and the Airflow Variable {VARIABLE_KEY!r} that keeps it can "
+            f"only be read inside a running task on Airflow 3. {_FIX}"
+        )
+    return _from_backends(ensure_secrets_backend_loaded(), (ExecutionAPISecretsBackend, _read_execution_api))
+
+
+def _read_execution_api() -> str | None:
+    from airflow.sdk.exceptions import AirflowRuntimeError, ErrorType
+    from airflow.sdk.execution_time import task_runner
+    from airflow.sdk.execution_time.comms import ErrorResponse, GetVariable, VariableResult
+
+    try:
+        answer = task_runner.SUPERVISOR_COMMS.send(GetVariable(key=VARIABLE_KEY))
+    except AirflowRuntimeError as exc:
+        raise _Unreadable(f"the execution API answered {exc.error.error.value}") from exc
+    except Exception as exc:
+        raise _Unreadable(f"asking the execution API failed: {type(exc).__name__}") from exc
+    if isinstance(answer, VariableResult):
+        return "" if answer.value is None else str(answer.value)
+    if isinstance(answer, ErrorResponse) and answer.error == ErrorType.VARIABLE_NOT_FOUND:
+        return None
+    kind = answer.error.value if isinstance(answer, ErrorResponse) else type(answer).__name__
+    raise _Unreadable(f"the execution API answered {kind}")
+
+
+def _create_v3(key: str) -> None:
     from airflow.sdk import Variable
 
-    value: Any = Variable.get(VARIABLE_KEY, default=None)
-    if value is None:
-        log.info("Creating the Airflow Variable %s: the random key of this deployment's Slurm task tags.", VARIABLE_KEY)
-        Variable.set(VARIABLE_KEY, _new_key(), description=_DESCRIPTION)
-        value = Variable.get(VARIABLE_KEY)
-    return str(value)
+    Variable.set(VARIABLE_KEY, key, description=_DESCRIPTION)
 
 
-def _read_or_create_v2() -> str:
-    """Through the ORM: read; if absent, INSERT a random key (the unique name settles a race) and read back."""
+def _read_v2() -> str | None:
+    """Airflow 2.10/2.11: the secrets backends in Airflow's order; the metastore's answers a database
+    error with an exception, which is a failed read here (``Variable.get`` would log it and say absent)."""
+    from airflow.configuration import ensure_secrets_loaded
+
+    return _from_backends(ensure_secrets_loaded())
+
+
+def _create_v2(key: str) -> None:
+    """INSERT; of two workers racing, the database's unique key on the name lets one win, and both
+    read its value back. It never replaces a key: the row exists, the INSERT fails."""
     from airflow.models import Variable
+    from airflow.utils.session import create_session
     from sqlalchemy.exc import IntegrityError
 
-    value: Any = Variable.get(VARIABLE_KEY, default_var=None)
-    if value is not None:
-        return str(value)
-    from airflow.utils.session import create_session
-
-    log.info("Creating the Airflow Variable %s: the random key of this deployment's Slurm task tags.", VARIABLE_KEY)
     try:
         with create_session() as session:
-            session.add(Variable(key=VARIABLE_KEY, val=_new_key(), description=_DESCRIPTION))
+            session.add(Variable(key=VARIABLE_KEY, val=key, description=_DESCRIPTION))
     except IntegrityError:
         log.info("Another process created the Airflow Variable %s first: using its key.", VARIABLE_KEY)
-    return str(Variable.get(VARIABLE_KEY))
 
 
 _DESCRIPTION = (
@@ -126,4 +271,4 @@ _DESCRIPTION = (
     "replacing it makes retries unable to recognise jobs submitted before."
 )
 
-__all__ = ["VARIABLE_KEY", "forget_cached_key", "tag_key"]
+__all__ = ["MIN_KEY_LENGTH", "VARIABLE_KEY", "TagKeyUnreadableError", "forget_cached_key", "tag_key"]

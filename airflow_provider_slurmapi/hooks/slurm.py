@@ -240,6 +240,39 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         """
         return self._run(self._submit_plan(prepared, earlier_job_id=earlier_job_id))
 
+    def start_reaper(self, *, marker: str, name: str | None, since: int, earlier_job_id: int | None) -> int:
+        """Start a detached process that cancels the job of a submit on its way (its process id).
+
+        For a task killed during a submit: the process outlives the task, looks for the job carrying
+        ``marker`` (submitted since ``since``, newer than ``earlier_job_id``) until the settle window
+        is over and cancels it (:mod:`~airflow_provider_slurmapi.slurm.reaper`). It gets this hook's
+        current access token on its stdin, never anything else of the connection.
+        """
+        import time
+
+        from airflow_provider_slurmapi.slurm.reaper import ReapOrder, spawn
+
+        credentials = self._session_credentials
+        if not credentials.valid:
+            self.refresh()
+        cluster = self.cluster
+        order = ReapOrder(
+            project_id=str(cluster.project_id),
+            region=cluster.region,
+            cluster_id=cluster.cluster_id,
+            api_endpoint=cluster.api_endpoint,
+            api_version=self.api_version or cluster.api_version,
+            marker=marker,
+            name=name,
+            since=since,
+            deadline=time.time() + self.submit_settle_seconds,
+            earlier_job_id=earlier_job_id,
+            timeout=self.timeout,
+            caller=self._caller,
+            token=str(credentials.token),
+        )
+        return spawn(order)
+
     def caller_user(self) -> str:
         """The caller's own Linux account on the cluster: every job this deployment submits is owned by it.
 

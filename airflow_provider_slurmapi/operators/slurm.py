@@ -8,14 +8,18 @@ library and no aiohttp, so DAG files that use it parse fast.
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow_provider_slurmapi._compat import (
+    AIRFLOW_V_3_0_PLUS,
     AirflowException,
     AirflowFailException,
+    AirflowTaskTimeout,
     ResumableJobMixin,
     conf,
     is_masked,
@@ -256,6 +260,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         self._submitted_at: float | None = None
         self._submitting = False  # a submit is on its way: a kill now must wait for the job's id
         self._killed_while_submitting = False
+        self._in_flight: tuple[PreparedSubmission, int | None] | None = None
         if report_output is None:
             report_output = conf.getboolean("slurmapi", "report_output", fallback=True)
         self.report_output = report_output
@@ -443,8 +448,13 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         """Submit a new job for this task instance and remember its id where a retry looks first."""
         self._submitted_at = time.time()  # its first pending spell begins (pending_timeout)
         self._submitting = True
+        self._in_flight = (prepared, earlier)  # what a kill's reaper looks for (on_kill)
         try:
-            result = self.hook.submit_prepared(prepared, earlier_job_id=earlier)
+            with _sigterm_waits_for_the_answer(self.on_kill):
+                result = self.hook.submit_prepared(prepared, earlier_job_id=earlier)
+        except AirflowTaskTimeout:  # execution_timeout raised inside the request: the job is never named here
+            self.on_kill()
+            raise
         finally:
             self._submitting = False
         self.job_id = result.job_id  # from here on, a kill cancels it
@@ -616,17 +626,36 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         if not self.cancel_on_kill or self._job_over:
             return
         if self.job_id is None:
-            if self._submitting:
-                # Airflow 3.3+ calls on_kill and lets the task run on until the supervisor ends it: the
-                # submit in flight returns, and _submit cancels the job it names.
+            if self._submitting and not self._killed_while_submitting:
+                # The task runs on until the answer (Airflow 3 calls on_kill and raises nothing; on Airflow 2
+                # _sigterm_waits_for_the_answer holds the raise back) and _submit cancels the job it names;
+                # a reaper process cancels it if the answer comes after the SIGKILL.
                 self._killed_while_submitting = True
                 self.log.info("Task killed while its Slurm job was being submitted: cancelling it once Slurm names it.")
+                self._start_reaper()
             return
         try:
             outcome = self.hook.cancel_job(self.job_id)
             self.log.info("Task killed: cancel of Slurm job %s answered %s.", self.job_id, outcome.value)
         except SlurmApiError as exc:
             self.log.error("Task killed, but cancelling Slurm job %s failed: %s", self.job_id, exc)
+
+    def _start_reaper(self) -> None:
+        """Start the detached process that cancels the submit's job if this one dies before the answer."""
+        assert self._in_flight is not None
+        prepared, earlier = self._in_flight
+        assert prepared.tag is not None
+        try:
+            pid = self.hook.start_reaper(
+                marker=prepared.tag,  # the task's tag with the send time, until the per-send marker lands
+                name=prepared.job.get("name"),
+                since=int(self._submitted_at or time.time()) - CLOCK_SKEW_SECONDS,
+                earlier_job_id=earlier,
+            )
+        except Exception as exc:  # on_kill must end; the in-process cancel still runs if the answer comes
+            self.log.error("Could not start the process that cancels the job of a killed submit: %s", exc)
+        else:
+            self.log.info("Process %s cancels the job carrying tag %s should this task die first.", pid, prepared.tag)
 
     def _cancel_on_late_kill(self, job_id: int) -> NoReturn:
         """The task was killed while ``job_id`` was being submitted: cancel it and end the task."""
@@ -639,6 +668,28 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         raise AirflowException(
             f"The task was killed while Slurm job {job_id} was being submitted; its cancel answered {outcome.value}."
         )
+
+
+@contextlib.contextmanager
+def _sigterm_waits_for_the_answer(on_kill: Callable[[], None]) -> Iterator[None]:
+    """During a submit on Airflow 2: SIGTERM calls ``on_kill`` and no more, so the request is not torn.
+
+    Airflow 2's handler (``TaskInstance._execute_task_with_callbacks``) calls ``on_kill`` and then raises
+    inside whatever runs, here the submit's request: the job Slurm makes is never named, so never
+    cancelled. Held back, the answer arrives (within the request timeout, or Airflow's SIGKILL after
+    ``killed_task_cleanup_time`` ends it and the reaper cancels the job), ``_submit`` cancels the job
+    and fails the task. Airflow 3's handler raises nothing: left alone. Signals are set in the main
+    thread only.
+    """
+    if AIRFLOW_V_3_0_PLUS or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, lambda signum, frame: on_kill())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _redaction(job_spec: Mapping[str, Any]) -> Redaction:

@@ -88,9 +88,9 @@ def test_the_tag_key_is_a_random_key_the_deployment_keeps_not_airflows_secret_ke
 
 
 def test_a_configured_tag_secret_comes_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AIRFLOW__SLURMAPI__TAG_SECRET", "  a key the deployment manages  ")
+    monkeypatch.setenv("AIRFLOW__SLURMAPI__TAG_SECRET", "  a key the deployment manages, long enough  ")
     tag_secret.forget_cached_key()
-    assert tag_secret.tag_key() == b"a key the deployment manages"
+    assert tag_secret.tag_key() == b"a key the deployment manages, long enough"
 
 
 def test_the_tag_secret_option_is_sensitive(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -120,3 +120,190 @@ def test_a_key_that_cannot_be_had_is_an_error_that_gives_the_fix(no_configured_k
         pytest.skip("Airflow 2.x reaches the Variable through the ORM from any process")
     with pytest.raises(ConfigurationError, match="AIRFLOW__SLURMAPI__TAG_SECRET"):
         tag_secret.tag_key()
+
+
+def _set_variable(value: str) -> None:
+    from airflow.models.variable import Variable
+    from airflow.utils.session import create_session
+
+    _delete_variable()
+    with create_session() as session:
+        session.add(Variable(key=tag_secret.VARIABLE_KEY, val=value))
+
+
+def _forget_secrets_backends() -> None:
+    """Airflow keeps the backends it built once a custom one is configured: build them again."""
+    try:
+        from airflow.sdk.configuration import clear_secrets_backends_cache
+    except ImportError:  # before 3.3 each read builds them anew while only the defaults were configured
+        return
+    clear_secrets_backends_cache()
+
+
+@pytest.fixture
+def flaky_backend(monkeypatch: pytest.MonkeyPatch, no_configured_key: None) -> Iterator[type]:
+    """A deployment whose key lives in a secrets backend (``[secrets] backend``) that fails its first reads."""
+    from tests.dag_runs.flaky_secrets import FlakyBackend
+
+    path = f"{FlakyBackend.__module__}.{FlakyBackend.__qualname__}"
+    monkeypatch.setenv("AIRFLOW__SECRETS__BACKEND", path)
+    monkeypatch.setenv("AIRFLOW__WORKERS__SECRETS_BACKEND", path)
+    monkeypatch.setattr(FlakyBackend, "key", tag_secret.VARIABLE_KEY)
+    monkeypatch.setattr(FlakyBackend, "reads", 0)
+    monkeypatch.setattr(tag_secret, "READ_BACKOFF_SECONDS", 0.1)
+    _forget_secrets_backends()
+    yield FlakyBackend
+    monkeypatch.undo()
+    _forget_secrets_backends()
+
+
+def test_a_key_whose_store_fails_for_a_moment_is_read_again_and_kept(
+    airflow_db: Any, gcp_connection: Any, flaky_backend: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Airflow's own Variable.get logs a failing backend and answers "absent"; creating a key then would
+    replace the deployment's (here: in the metastore, beside the backend's). The read is retried instead."""
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
+    _delete_variable()
+    kept = "k" * 11 + "the-deployment-s-key-held-in-its-vault"
+    monkeypatch.setattr(flaky_backend, "value", kept)
+    monkeypatch.setattr(flaky_backend, "failures_left", 2)
+    state, _ = run_dag(load_dag("slurm_scenarios.py", "completes"))
+    assert state == "success"
+    assert _read_variable() is None, "a new key was created while the deployment's could not be read"
+    tag, run_id = _tag_of_run(gcp_connection)
+    assert tag == task_tag("slurm_scenario_completes", "job", run_id, key=kept.encode())
+    assert flaky_backend.failures_left == 0 and flaky_backend.reads == 3, "the two failed reads did not happen"
+
+
+def test_a_key_store_that_stays_down_fails_the_try_with_the_fix_and_submits_nothing(
+    airflow_db: Any,
+    gcp_connection: Any,
+    flaky_backend: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
+    _delete_variable()
+    monkeypatch.setattr(flaky_backend, "value", "x" * 43)
+    monkeypatch.setattr(flaky_backend, "failures_left", 1000)
+    state, _ = run_dag(load_dag("slurm_scenarios.py", "completes"))
+    out = "".join(capfd.readouterr())
+    assert state == "failed"
+    assert flaky_backend.reads == tag_secret.READ_ATTEMPTS
+    assert _read_variable() is None, "a new key was created while the deployment's could not be read"
+    assert gcp_connection.jobs() == []
+    assert f"The Airflow Variable '{tag_secret.VARIABLE_KEY}'" in out
+    assert "could not be read" in out and "FlakyBackend raised ConnectionError" in out
+    assert "AIRFLOW__SLURMAPI__TAG_SECRET" in out
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [("   ", "holds only blanks"), ("short-key", "is 9 characters long, shorter than the 32")],
+    ids=["blank", "short"],
+)
+def test_a_blank_or_short_key_variable_is_refused_with_its_name_and_the_fix(
+    airflow_db: Any,
+    gcp_connection: Any,
+    no_configured_key: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    value: str,
+    problem: str,
+) -> None:
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
+    _set_variable(value)
+    try:
+        state, _ = run_dag(load_dag("slurm_scenarios.py", "completes"))
+        out = "".join(capfd.readouterr())
+    finally:
+        _delete_variable()
+    assert state == "failed"
+    assert gcp_connection.jobs() == []
+    assert f"the Airflow Variable '{tag_secret.VARIABLE_KEY}', {problem}" in out
+    assert "at least 32 characters" in out and f"delete the Variable '{tag_secret.VARIABLE_KEY}'" in out
+
+
+@pytest.mark.parametrize("value", ["   ", "0123456789abcdef"], ids=["blank", "short"])
+def test_a_blank_or_short_tag_secret_option_is_refused_with_its_name(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    from airflow_provider_slurmapi.slurm.errors import ConfigurationError
+
+    monkeypatch.setenv("AIRFLOW__SLURMAPI__TAG_SECRET", value)
+    with pytest.raises(ConfigurationError, match=r"\[slurmapi\] tag_secret \(AIRFLOW__SLURMAPI__TAG_SECRET\)"):
+        tag_secret.tag_key()
+
+
+@pytest.fixture
+def flaky_execution_api(monkeypatch: pytest.MonkeyPatch, no_configured_key: None) -> Iterator[dict[str, int]]:
+    """``dag.test()``'s in-process execution API answers the key's Variable route with an error while
+    ``left["failures"]`` lasts: 429, which the Task SDK's client does not retry itself (it retries 5xx
+    for 31 s), so the task sees what a worker sees once the client's own retries are spent."""
+    from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
+
+    if not AIRFLOW_V_3_0_PLUS:
+        pytest.skip("Airflow 2.x workers read Variables from the database, not through an execution API")
+    from airflow.api_fastapi.execution_api import app as execution_app
+    from airflow.sdk.execution_time.supervisor import in_process_api_server
+    from fastapi.responses import JSONResponse
+
+    left = {"failures": 0, "refused": 0}
+    create = execution_app.create_task_execution_api_app
+
+    def create_flaky(*args: Any, **kwargs: Any) -> Any:
+        api = create(*args, **kwargs)
+
+        @api.middleware("http")
+        async def flaky(request: Any, call_next: Any) -> Any:
+            if request.url.path.endswith(f"/variables/{tag_secret.VARIABLE_KEY}") and left["failures"] > 0:
+                left["failures"] -= 1
+                left["refused"] += 1
+                return JSONResponse({"detail": "a test's transient fault"}, status_code=429)
+            return await call_next(request)
+
+        return api
+
+    monkeypatch.setattr(execution_app, "create_task_execution_api_app", create_flaky)
+    rebuild = getattr(in_process_api_server, "cache_clear", lambda: None)  # 3.3 keeps one; 3.1 one per task
+    rebuild()  # dag.test()'s in-process API server, built again with the fault
+    monkeypatch.setattr(tag_secret, "READ_BACKOFF_SECONDS", 0.1)
+    yield left
+    monkeypatch.undo()
+    rebuild()
+
+
+def test_an_execution_api_error_reading_the_key_is_retried_and_the_key_kept(
+    airflow_db: Any, gcp_connection: Any, flaky_execution_api: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Task SDK's Variable.get answers None for any execution API error, and the key was then replaced."""
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
+    kept = "the-deployment-s-key-made-long-ago-" + "k" * 10
+    _set_variable(kept)
+    flaky_execution_api["failures"] = 2
+    state, _ = run_dag(load_dag("slurm_scenarios.py", "completes"))
+    assert state == "success"
+    assert _read_variable() == kept, "the deployment's key was replaced after a read error"
+    tag, run_id = _tag_of_run(gcp_connection)
+    assert tag == task_tag("slurm_scenario_completes", "job", run_id, key=kept.encode())
+    assert flaky_execution_api["refused"] == 2, "the fault never hit: nothing was tested"
+
+
+def test_an_execution_api_that_keeps_failing_fails_the_try_and_keeps_the_key(
+    airflow_db: Any,
+    gcp_connection: Any,
+    flaky_execution_api: dict[str, int],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
+    kept = "the-deployment-s-key-made-long-ago-" + "k" * 10
+    _set_variable(kept)
+    flaky_execution_api["failures"] = 1000
+    state, _ = run_dag(load_dag("slurm_scenarios.py", "completes"))
+    out = "".join(capfd.readouterr())
+    assert state == "failed"
+    assert _read_variable() == kept
+    assert gcp_connection.jobs() == []
+    assert flaky_execution_api["refused"] == tag_secret.READ_ATTEMPTS
+    assert "could not be read (4 attempts)" in out and "execution API" in out, out[-3000:]

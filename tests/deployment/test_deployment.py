@@ -297,3 +297,70 @@ def test_a_hundred_mapped_deferred_tasks_two_triggerers_one_call_each_then_kille
     # before either triggerer's fourth jobs/state round (rounds at 0, 1 and 2 intervals after the kill).
     assert calls.get("jobs-state", 0) <= 2 * 3, (calls, f"{seconds:.1f}s")
     second.stop()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _task_process(ti: dict[str, Any]) -> int:
+    """The process that runs the task's code: Airflow 3's task process (not its supervisor), Airflow 2's
+    raw task process (the task instance's ``pid``)."""
+    if airflow_version() >= (3, 0):
+        pids = [pid for pid in _processes_of(ti["id"]) if "LocalExecutor" not in _cmdline(pid)]
+        assert len(pids) == 1, [(pid, _cmdline(pid)) for pid in pids]
+        return pids[0]
+    return int(ti["pid"])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = (Path("/proc") / str(pid) / "status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status  # a zombie has ended: its parent has not reaped it yet
+
+
+@pytest.mark.parametrize("late", [4, 25], ids=["answer-before-sigkill", "answer-after-sigkill"])
+def test_sigterm_while_the_submit_answer_is_late_cancels_the_one_job(
+    deployment: Deployment, gateway: Any, lab: Lab, late: int
+) -> None:
+    """SIGTERM to the task process after Slurm made the job, before its answer came; SIGKILL 5 s later if
+    it still runs (Airflow 3's supervisor's escalation; Airflow 2's after killed_task_cleanup_time).
+    Answered 4 s late, the task normally sees the job's id and cancels it itself; answered 25 s late, it is
+    dead by then and only the reaper process that on_kill started can cancel it. Either way: one job,
+    CANCELLED, none left running."""
+    run = run_id(f"killsubmit{late}")
+    gateway.add_fault(f"slow={late}@submit")
+    try:
+        deployment.trigger("deploy_submit", run, {"script": SLEEP.format(seconds=300, code=0)})
+        (job_id,) = wait_jobs(gateway, "deploy_submit", run)  # Slurm made it; the answer is on its way
+        victim = _task_process(deployment.wait_ti("deploy_submit", run, {"running"}))
+        os.kill(victim, signal.SIGTERM)
+        termed = time.monotonic()
+        with contextlib.suppress(AssertionError):
+            wait_for(lambda: not _alive(victim), "the task process ended after SIGTERM", timeout=5, every=0.1)
+        sigkilled = _alive(victim)
+        if sigkilled:
+            os.kill(victim, signal.SIGKILL)
+        wait_state(lab, [job_id], "CANCELLED", timeout=120)
+        seconds = time.monotonic() - termed
+    finally:
+        gateway.clear_faults()
+    path = "the reaper (the task was SIGKILLed first)" if sigkilled else "the task itself and the reaper"
+    figure(f"SIGTERM, submit answer {late}s late: cancelled by", path)
+    figure(f"SIGTERM, submit answer {late}s late: seconds from SIGTERM to CANCELLED", f"{seconds:.1f}")
+    if late > 5:
+        assert sigkilled, "the task process ended before its submit was answered: the reaper was not needed"
+    final = deployment.wait_ti("deploy_submit", run, {"success", "failed", "up_for_retry"}, timeout=240)
+    assert final["state"] == "failed", final
+    assert jobs_of(gateway, "deploy_submit", run) == [job_id], "a second job was made"
+    assert state(lab, job_id) == "CANCELLED"
+    log = deployment.log("deploy_submit", run, 1)
+    assert "Task killed while its Slurm job was being submitted" in log, log[-3000:]
+    assert "cancels the job carrying tag" in log, log[-3000:]  # the reaper was started
+    if not sigkilled:
+        assert f"The task was killed while Slurm job {job_id} was being submitted" in log, log[-3000:]

@@ -9,5 +9,5 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def configured_tag_secret(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("AIRFLOW__SLURMAPI__TAG_SECRET", "slurmapi-unit-tests-tag-key")
+    monkeypatch.setenv("AIRFLOW__SLURMAPI__TAG_SECRET", "slurmapi-unit-tests-tag-key-of-at-least-32-chars")
     yield

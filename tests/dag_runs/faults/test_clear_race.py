@@ -40,7 +40,7 @@ class Store:
 @pytest.fixture(autouse=True)
 def configured_tag_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests call the operator outside an Airflow task, where no Variable store answers."""
-    monkeypatch.setenv("AIRFLOW__SLURMAPI__TAG_SECRET", "slurmapi-clear-race-tag-key")
+    monkeypatch.setenv("AIRFLOW__SLURMAPI__TAG_SECRET", "slurmapi-clear-race-tag-key-of-at-least-32-chars")
 
 
 class SecondTry:

@@ -1,0 +1,225 @@
+"""Cancel the job of a submit whose task was killed before the answer came: a detached process.
+
+A task killed while its submit is on its way cannot cancel the job itself once it is gone: Airflow 3's
+supervisor sends SIGKILL 5 s after SIGTERM, Airflow 2 after ``killed_task_cleanup_time``, and Slurm may
+still be making the job (the answer is late, or the front end carries the submit out later). So the
+task's ``on_kill`` starts this module as a process of its own session (``start_new_session``: the
+kill of the task's process group does not reach it), which outlives the task, looks for the job that
+carries the submit's marker, and cancels it.
+
+- Its order comes on stdin, as JSON, never in argv, the environment or a file: the endpoint and the
+  cluster, a short-lived access token (the one the submit was sent with), the marker, the job name,
+  the time the submit was sent (jobs older than that are not this submit's) and an earlier try's job
+  (never this submit's), and the deadline: the settle window, the time a submit with a lost answer
+  waits before it is sent again, so the longest the service may still make the job.
+- It writes nothing (its stdout and stderr go nowhere; the task log is closed by then), and keeps no
+  file: no token or tag is left behind.
+- It looks every :data:`PAUSE_SECONDS` until it finds the job(s) or the deadline passes, and cancels
+  what it found. A job the task cancelled itself (the answer came before the kill ended the process)
+  is cancelled again, which Slurm answers harmlessly.
+
+The marker is, until the per-send marker of the job comment lands, the task instance's tag (``airflow-ti=``)
+with the submit's send time: a job of an earlier try is older, or is the earlier job named in the order.
+The look-up is :func:`find_and_cancel`, the one place to point at another look-up plan.
+
+This module knows nothing of Airflow (it must start quickly in a fresh interpreter, after the kill).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+from airflow_provider_slurmapi.slurm.client import SlurmClientBase
+from airflow_provider_slurmapi.slurm.cluster import ClusterRef
+from airflow_provider_slurmapi.slurm.errors import SlurmApiError, UnauthenticatedError
+from airflow_provider_slurmapi.slurm.job import SlurmJob
+from airflow_provider_slurmapi.slurm.plans import Plan, Send, SystemClock, run_plan
+
+# How often the reaper looks for the job: a few calls each time, for at most the settle window (90 s by default).
+PAUSE_SECONDS = 3.0
+# How long one call's transient failures are retried: the next look retries anyway.
+CALL_RETRY_SECONDS = 10.0
+# The variables a reaper process keeps: enough to start Python and reach the network (proxies, CAs);
+# none of the task's connections, Variables or Airflow settings.
+KEPT_ENVIRONMENT = (
+    "PATH",
+    "PYTHONPATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "VIRTUAL_ENV",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "no_proxy",
+)
+
+
+@dataclass(frozen=True)
+class ReapOrder:
+    """What the reaper needs; ``token`` is secret and never leaves the pipe (``repr`` hides it)."""
+
+    project_id: str
+    region: str
+    cluster_id: str
+    api_endpoint: str | None
+    api_version: str
+    marker: str
+    name: str | None
+    since: int
+    deadline: float
+    earlier_job_id: int | None
+    timeout: float
+    caller: str | None
+    token: str
+
+    def __repr__(self) -> str:
+        return (
+            f"ReapOrder(cluster={self.region}/{self.cluster_id}, marker={self.marker!r}, since={self.since}, "
+            f"deadline={self.deadline:.0f}, earlier_job_id={self.earlier_job_id})"
+        )
+
+    def cluster(self) -> ClusterRef:
+        return ClusterRef(
+            self.project_id,
+            self.region,
+            self.cluster_id,
+            api_version=self.api_version,
+            api_endpoint=self.api_endpoint,
+        )
+
+
+def spawn(order: ReapOrder) -> int:
+    """Start a detached reaper with ``order`` on its stdin; its process id. Returns at once."""
+    env = {name: os.environ[name] for name in KEPT_ENVIRONMENT if name in os.environ}
+    process = subprocess.Popen(
+        [sys.executable, "-m", __name__],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+        env=env,
+    )
+    assert process.stdin is not None
+    with process.stdin:
+        process.stdin.write(json.dumps(asdict(order)).encode())
+    return process.pid
+
+
+class _Reaper(SlurmClientBase):
+    """A client that sends with the one token it was given (it cannot refresh it)."""
+
+    def __init__(self, order: ReapOrder) -> None:
+        self._cluster = order.cluster()
+        self._init_client(self._cluster, timeout=order.timeout, retry_seconds=CALL_RETRY_SECONDS)
+        self._token = order.token
+        self._caller = order.caller
+        self.clock = SystemClock()
+
+    def __repr__(self) -> str:
+        return f"<reaper cluster={self._cluster.region}/{self._cluster.cluster_id}>"
+
+    def _target(self) -> ClusterRef:
+        return self._cluster
+
+    def send(self, envelope: Send) -> tuple[int, bytes]:
+        import requests
+
+        try:
+            response = requests.post(
+                self._cluster.url,
+                data=envelope.data,
+                headers={"Content-Type": "application/json", "Authorization": f"Bearer {self._token}"},
+                timeout=self.timeout,
+            )
+        except (requests.ConnectionError, requests.Timeout) as exc:
+            raise self._no_answer(self._cluster, exc) from exc
+        return response.status_code, response.content
+
+    def refresh(self) -> None:
+        raise UnauthenticatedError("The reaper's access token was refused; it cannot get another.", http_status=401)
+
+    def run(self, plan: Plan[Any]) -> Any:
+        return run_plan(plan, expand=self._exchange, transport=self, clock=self.clock)
+
+
+class ReapClient(Protocol):
+    """What :func:`find_and_cancel` needs of a client."""
+
+    def run(self, plan: Plan[Any]) -> Any: ...
+    def _tagged_everywhere_plan(self, tag: str, *, name: str | None, since: int) -> Plan[list[SlurmJob]]: ...
+    def _cancel_plan(self, job_id: int, signal: str | None = None) -> Plan[Any]: ...
+
+
+def find_and_cancel(
+    client: ReapClient,
+    marker: str,
+    since: int,
+    deadline: float,
+    *,
+    name: str | None = None,
+    earlier_job_id: int | None = None,
+    pause: float = PAUSE_SECONDS,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[int]:
+    """Until ``deadline`` (Unix time): look for the caller's jobs that carry ``marker``, submitted since
+    ``since`` and newer than ``earlier_job_id``; cancel them and return their ids (empty: none appeared)."""
+    while True:
+        looked_at = clock()
+        try:
+            jobs = client.run(client._tagged_everywhere_plan(marker, name=name, since=since))
+        except SlurmApiError:
+            jobs = []
+        found = [job.job_id for job in jobs if earlier_job_id is None or job.job_id > earlier_job_id]
+        cancelled = []
+        for job_id in found:
+            try:
+                client.run(client._cancel_plan(job_id))
+                cancelled.append(job_id)
+            except SlurmApiError:
+                continue  # looked for and cancelled again at the next look
+        if found and len(cancelled) == len(found):
+            return cancelled
+        if looked_at >= deadline:
+            return cancelled
+        sleep(max(0.0, min(pause, deadline - clock())))
+
+
+def read_order(data: Mapping[str, Any]) -> ReapOrder:
+    return ReapOrder(**{name: data[name] for name in ReapOrder.__dataclass_fields__})
+
+
+def main() -> int:
+    try:
+        order = read_order(json.loads(sys.stdin.read()))
+    except (ValueError, KeyError, TypeError):
+        return 2
+    reaper = _Reaper(order)
+    find_and_cancel(
+        reaper,
+        order.marker,
+        order.since,
+        order.deadline,
+        name=order.name,
+        earlier_job_id=order.earlier_job_id,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""A kill while the submit is on its way: the job Slurm made is cancelled, on every Airflow version.
+
+A worker process (``dag.test()`` of the ``long`` scenario, sync wait) is sent SIGTERM after Slurm made
+the job but before the answer reached the task (the emulator answers the submit late). Airflow 2's
+handler would raise inside the request; Airflow 3's supervisor sends SIGKILL 5 s after SIGTERM. The
+task's own cancel covers an answer that comes while it lives; the reaper process that ``on_kill``
+starts covers one that comes after it died.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.conftest import DAGS_FOLDER, REPO, load_dag, run_dag
+
+
+def _worker(logical_date: datetime) -> subprocess.Popen[str]:
+    code = (
+        "import runpy, sys, datetime\n"
+        f"ns = runpy.run_path({str(DAGS_FOLDER / 'slurm_scenarios.py')!r})\n"
+        "dag = ns['DAGS']['long']\n"
+        f"when = datetime.datetime.fromisoformat({logical_date.isoformat()!r})\n"
+        "try:\n"
+        "    run = dag.test(logical_date=when, run_after=when)\n"
+        "except TypeError:  # Airflow 2: no run_after\n"
+        "    run = dag.test(execution_date=when)\n"
+        "sys.exit(0 if run.state == 'success' else 1)\n"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=dict(os.environ, SLURMAPI_DEFERRABLE="false"),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _made_job(emulator: Any, worker: subprocess.Popen[str], timeout: float = 240) -> dict[str, Any]:
+    """The worker's job once Slurm made it (its answer is still on its way)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        jobs = [j for j in emulator.jobs() if j["name"] == "scenario-long"]
+        if jobs:
+            return jobs[-1]
+        if worker.poll() is not None:
+            output = worker.stdout.read() if worker.stdout else ""
+            raise AssertionError(f"the worker ended ({worker.returncode}) before submitting: {output[-3000:]}")
+        time.sleep(0.1)
+    raise AssertionError(f"no job within {timeout:.0f}s: {emulator.jobs()}")
+
+
+def test_sigterm_during_the_submit_lets_the_answer_arrive_and_cancels_the_job(
+    airflow_db: Any, gcp_connection: Any
+) -> None:
+    """Answered 6 s late, the worker lives on (Airflow 2: the raise is held back until the answer) and
+    cancels the job the answer names."""
+    gcp_connection.add_fault("slow=6@submit")
+    worker = _worker(datetime(2026, 3, 5, tzinfo=UTC))
+    job = _made_job(gcp_connection, worker)
+    worker.send_signal(signal.SIGTERM)
+    output, _ = worker.communicate(timeout=120)
+    gcp_connection.wait_for_state(job["job_id"], ["CANCELLED"], timeout=30)
+    assert worker.returncode != 0, output[-2000:]
+    assert "Task killed while its Slurm job was being submitted" in output, output[-3000:]
+    assert f"The task was killed while Slurm job {job['job_id']} was being submitted" in output, output[-3000:]
+    assert [j["job_id"] for j in gcp_connection.jobs() if j["name"] == "scenario-long"] == [job["job_id"]]
+
+
+def test_sigkill_before_the_answer_leaves_the_cancel_to_the_reaper(airflow_db: Any, gcp_connection: Any) -> None:
+    """Answered 30 s late; SIGKILL 1 s after SIGTERM (before the answer): the task never learns the job's id,
+    and the reaper process, which outlives it, finds the job by its tag and cancels it."""
+    gcp_connection.add_fault("slow=30@submit")
+    worker = _worker(datetime(2026, 3, 6, tzinfo=UTC))
+    job = _made_job(gcp_connection, worker)
+    worker.send_signal(signal.SIGTERM)
+    time.sleep(1)  # on_kill runs in the signal handler: it has started the reaper by then
+    worker.kill()
+    output, _ = worker.communicate(timeout=30)
+    assert "Task killed while its Slurm job was being submitted" in output, output[-3000:]
+    assert "cancels the job carrying tag" in output, output[-3000:]
+    gcp_connection.wait_for_state(job["job_id"], ["CANCELLED"], timeout=60)
+    assert [j["job_id"] for j in gcp_connection.jobs() if j["name"] == "scenario-long"] == [job["job_id"]]
+
+
+def test_an_execution_timeout_during_the_submit_cancels_the_job(
+    airflow_db: Any, gcp_connection: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """execution_timeout raises inside the request (on every version): the task never learns the job's id,
+    so the reaper cancels it. The timeout (10 s) must come after the submit is sent (the task's work before
+    it takes a second or two) and before its answer (60 s late)."""
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
+    gcp_connection.add_fault("slow=60@submit")
+    dag = load_dag("slurm_scenarios.py", "long")
+    dag.task_dict["job"].execution_timeout = timedelta(seconds=10)
+    state, _ = run_dag(dag)
+    assert state == "failed"
+    jobs = [j for j in gcp_connection.jobs() if j["name"] == "scenario-long"]
+    assert len(jobs) == 1, f"the timeout came before the submit was sent: nothing tested ({jobs})"
+    gcp_connection.wait_for_state(jobs[0]["job_id"], ["CANCELLED"], timeout=60)
