@@ -216,4 +216,9 @@ SUPERVISOR_SOURCE = _supervisor_source()
 
 def mentions_progress(script: str) -> bool:
     """Whether a script sets progress messages (calls ``slurm_progress`` or sets ``Extra=`` itself)."""
-    return PROGRESS_COMMAND in script or re.search(r"(?i)\bextra=", script) is not None
+    return PROGRESS_COMMAND in script or sets_extra(script)
+
+
+def sets_extra(script: str) -> bool:
+    """Whether a script sets its job's ``Extra=`` itself (``scontrol update``): progress without the wrapper."""
+    return re.search(r"(?i)\bextra=", script) is not None
