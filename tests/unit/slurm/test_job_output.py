@@ -264,3 +264,23 @@ def test_signals_reach_the_script_once_as_unwrapped_outside_slurm_too(
     wrapped = _signals_seen(tmp_path / "wrapped", ["/bin/sh", str(tmp_path / "batch.sh")], send)
     assert plain == expected
     assert wrapped == plain
+
+
+def test_without_the_wrapper_a_failure_says_in_one_line_how_to_turn_it_on() -> None:
+    from airflow_provider_slurmapi.slurm.job import REPORT_OUTPUT_HINT
+
+    failed = SlurmJob(job_id=4242, state_info=JobStateInfo(JobState.FAILED), source="live")
+    message = failed.failure_message(output_expected=False)
+    assert message.endswith("\n" + REPORT_OUTPUT_HINT) and "\n" not in REPORT_OUTPUT_HINT
+    for words in ("report_output=True", "[slurmapi] report_output", "every user of the cluster", "PrivateData"):
+        assert words in REPORT_OUTPUT_HINT
+    assert REPORT_OUTPUT_HINT not in failed.failure_message()  # a job not ours to wrap (a sensor's): nothing
+
+
+def test_a_node_without_python3_is_named() -> None:
+    """What the batch shell writes into Extra where it finds no python3, and the message when nothing came."""
+    extra = "airflow-output:\nairflow-provider-slurmapi: no python3 at /usr/bin/python3 on node n1: the script ran"
+    failed = SlurmJob(job_id=4242, state_info=JobStateInfo(JobState.FAILED), source="live", extra=extra)
+    assert "no python3 at /usr/bin/python3 on node n1" in failed.failure_message(output_expected=True)
+    silent = SlurmJob(job_id=4242, state_info=JobStateInfo(JobState.FAILED), source="live")
+    assert "python3" in silent.failure_message(output_expected=True)
