@@ -17,10 +17,13 @@ this file's text in the batch script, and the batch shell runs it with the node'
 4. passes on the signals that Slurm sent to the batch shell alone (``scancel --batch``,
    ``--signal=B:...``, the time limit under ``proctrack/cgroup``), and only those: a *canary* process,
    which blocks every signal, sits beside the script, so a signal Slurm sent to every process (or to
-   the process group) shows up pending on the canary, and the script got it too;
-4. when the script has ended, writes ``airflow-output:`` and the last lines of its output (controls
-   stripped, values of sensitive environment variables redacted) into the job's ``Extra``;
-5. ends exactly as the script did: the same exit code, or death by the same signal.
+   the process group) shows up pending on the canary, and the script got it too (a canary that dies
+   is replaced, never written to dead);
+5. when the script has ended, writes ``airflow-output:`` and the last lines of its output into the
+   job's ``Extra``: normalised (controls stripped, a line rewritten with carriage returns reduced to
+   its last state), then the values of sensitive environment variables redacted over the whole
+   window read, and only then cut to the limit;
+6. ends exactly as the script did: the same exit code, or death by the same signal.
 
 Arguments: the batch script's path, the batch shell's ``SigBlk`` and ``SigIgn`` masks (hex, from
 ``/proc``), whether ``LC_CTYPE`` was set and its value (Python's locale coercion may set it), then a
@@ -97,7 +100,7 @@ def secret_forms(secrets: List[str], min_length: int = 1) -> List[str]:
 
     The value itself and as :func:`strip_controls` leaves it; and each of its lines and its parts
     between carriage returns from :data:`PIECE_MIN_LENGTH` (or ``min_length``, if longer) characters:
-    a value read from a CRLF file ends in ``\r``, which the output's normalisation takes away, and a
+    a value read from a CRLF file ends in a carriage return, which the output's normalisation takes away, and a
     multi-line value (a key) reaches the output line by line.
     """
     forms = set()
@@ -136,7 +139,7 @@ def last_lines(raw: bytes, budget: int, secrets: List[str], whole: bool = True, 
 
     ``raw`` is the end of the output (all of it when ``whole``). In this order: its first line is dropped
     when ``raw`` starts inside the output (a part of a line, maybe a part of a secret; what follows a
-    ``\r`` in it is kept: it was rewritten whole within the window), the text is normalised
+    carriage return in it is kept: it was rewritten whole within the window), the text is normalised
     (:func:`strip_controls`), every form of every secret is redacted over all of it, and only then is
     it cut to ``budget``.
     """
