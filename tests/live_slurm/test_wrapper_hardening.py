@@ -82,9 +82,16 @@ exit 0
 """
 
 
-@pytest.mark.parametrize(
-    "kill", ["pkill -s 0 python3", "pkill -KILL -s 0 -x slurmapi-canary"], ids=["pkill-python3", "canary-sigkilled"]
+# The canary SIGKILLed by pid: the children of the script's parent but the script, when that parent is the
+# supervisor (wrapped); unwrapped (and in the no-python3 fallback) the parent is slurmstepd: nothing to kill.
+KILL_THE_CANARY = (
+    'if [ "$(cat /proc/$PPID/comm)" != slurmstepd ]; then\n'
+    '  for p in $(pgrep -P $PPID); do [ "$p" != $$ ] && kill -KILL "$p"; done\n'
+    "fi"
 )
+
+
+@pytest.mark.parametrize("kill", ["pkill -s 0 python3", KILL_THE_CANARY], ids=["pkill-python3", "canary-sigkilled"])
 def test_the_canary_s_death_then_scancel_batch_usr1_ends_as_unwrapped(lab: Lab, kill: str) -> None:
     """The script pkills python3 (or the canary itself), then ``scancel --batch --signal=USR1``: USR1 once,
     no SIGPIPE, and the job ends COMPLETED as unwrapped (it stayed RUNNING, spinning, before)."""
