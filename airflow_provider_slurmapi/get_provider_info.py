@@ -39,15 +39,15 @@ def get_provider_info() -> dict[str, Any]:
                 "description": "The Slurm Job API provider.",
                 "options": {
                     "report_output": {
-                        "description": "Wrap each job's script so that its last lines of output (values of "
-                        "sensitive environment variables redacted) reach the task log through the job's Extra "
-                        "field, which every user of the cluster can read unless Slurm's PrivateData hides jobs. "
-                        "False turns output reporting off for the whole deployment; a task's report_output "
-                        "argument still wins for that task.",
+                        "description": "Off unless set: True wraps each job's script so that its last lines of "
+                        "output (values of sensitive environment variables redacted) reach the task log through "
+                        "the job's Extra field, which every user of the cluster can read unless Slurm's "
+                        "PrivateData hides jobs, and needs python3 on every node. False (the default) submits "
+                        "each script byte for byte. A task's report_output argument still wins for that task.",
                         "version_added": "0.1.0",
                         "type": "boolean",
-                        "example": "False",
-                        "default": "True",
+                        "example": "True",
+                        "default": "False",
                         "sensitive": False,
                     },
                     "tag_secret": {

@@ -21,6 +21,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
+from urllib.parse import urlsplit
 
 from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook, GoogleBaseHook
 
@@ -28,6 +29,7 @@ from airflow_provider_slurmapi.slurm.accounting import Accounting
 from airflow_provider_slurmapi.slurm.client import ACCOUNTING_POLL_SECONDS, SlurmClientBase, SubmitOptions
 from airflow_provider_slurmapi.slurm.cluster import ClusterArgs, ClusterRef, cluster_ref
 from airflow_provider_slurmapi.slurm.envelope import HttpMethod, SlurmResponse
+from airflow_provider_slurmapi.slurm.errors import SlurmApiError
 from airflow_provider_slurmapi.slurm.job import SlurmJob
 from airflow_provider_slurmapi.slurm.plans import (
     AsyncClock,
@@ -50,6 +52,34 @@ if TYPE_CHECKING:
     from google.auth.credentials import Credentials
 
 T = TypeVar("T")
+
+
+class EndpointRedirectError(SlurmApiError):
+    """The endpoint answered a redirect (3xx): the Slurm Job API never does, so no retry or version helps."""
+
+    permanent = True
+
+    def __init__(self, message: str, *, http_status: int) -> None:
+        super().__init__(message)
+        self.http_status = http_status
+
+
+def redirect_error(cluster: ClusterRef, status: int, location: str | None) -> EndpointRedirectError:
+    """A 3xx answer: the Slurm Job API never redirects, so the endpoint is wrong (or something sits in front).
+
+    The error names the endpoint and where the answer pointed (its scheme and host only: a redirect's
+    path or query may carry anything); the envelope was not sent there.
+    """
+    target = "nowhere"
+    if location:
+        parts = urlsplit(location)
+        target = f"{parts.scheme}://{parts.hostname}" if parts.scheme and parts.hostname else "a relative path"
+    return EndpointRedirectError(
+        f"The Slurm Job API endpoint {cluster.endpoint} answered HTTP {status}, a redirect to {target}. "
+        "The API never redirects, so the request was not sent again there: check the connection's "
+        "api_endpoint (or the proxy in front of it).",
+        http_status=status,
+    )
 
 
 class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
@@ -150,11 +180,15 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
                 data=envelope.data,
                 headers={"Content-Type": "application/json"},
                 timeout=self.timeout,
+                allow_redirects=False,  # the API never redirects: never post the envelope again elsewhere
             )
         except RefreshError as exc:
             raise self._no_token(self.gcp_conn_id, exc) from None
         except (requests.ConnectionError, requests.Timeout, TransportError) as exc:
             raise self._no_answer(self.cluster, exc) from exc
+        if response.is_redirect or 300 <= response.status_code < 400:
+            response.close()
+            raise redirect_error(self.cluster, response.status_code, response.headers.get("Location"))
         return response.status_code, response.content
 
     def refresh(self) -> None:
@@ -400,7 +434,12 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
         session = await self._get_session()
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
         try:
-            async with session.post(cluster.url, data=envelope.data, headers=headers) as response:
+            # The API never redirects: never post the envelope again elsewhere.
+            async with session.post(
+                cluster.url, data=envelope.data, headers=headers, allow_redirects=False
+            ) as response:
+                if 300 <= response.status < 400:
+                    raise redirect_error(cluster, response.status, response.headers.get("Location"))
                 return response.status, await response.read()
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise self._no_answer(cluster, exc) from exc

@@ -41,7 +41,7 @@ from airflow_provider_slurmapi.slurm.errors import (
     SignalOutcomeUnknownError,
     SlurmApiError,
 )
-from airflow_provider_slurmapi.slurm.job_output import Redaction, mentions_progress, wrap_script
+from airflow_provider_slurmapi.slurm.job_output import Redaction, mentions_progress, sets_extra, wrap_script
 from airflow_provider_slurmapi.slurm.sbatch import apply_directives
 from airflow_provider_slurmapi.slurm.spec import (
     CLOCK_SKEW_SECONDS,
@@ -196,12 +196,13 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
     :param report_output: wrap the script so that its last lines of output (stderr, or stdout when both
         go to one file; at most 1,024 bytes) reach the task's failure message, through the job's
         ``extra`` field, and ``slurm_progress "message"`` is on its PATH. The script itself runs
-        unchanged with its own interpreter. ``False`` submits the script byte for byte. Default:
-        ``[slurmapi] report_output`` (``True``). Any user of the cluster can read a job's ``extra``
-        unless ``PrivateData`` hides jobs: values of sensitive variables are redacted on the node
-        (see docs/job-output.md).
+        unchanged with its own interpreter; every node needs ``python3``. Any user of the cluster can
+        read a job's ``extra`` unless ``PrivateData`` hides jobs: values of sensitive variables are
+        redacted on the node (see docs/job-output.md). ``False`` submits the script byte for byte.
+        Default: ``[slurmapi] report_output``, which is ``False`` unless set.
     :param log_progress: log each new progress message of the job (``Slurm job 4242: epoch 3/10``).
-        Default: when ``report_output`` and the script calls ``slurm_progress`` or sets ``Extra=``.
+        Default: when the script calls ``slurm_progress`` (with ``report_output``) or sets ``Extra=``
+        itself (which needs no wrapper).
     :param array_fail_fast: for a job array (``job={"array": "0-9%2"}``), cancel its remaining tasks at
         the first failed task. Either way the task waits for every task of the array and succeeds only
         when all of them COMPLETED.
@@ -262,7 +263,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         self._killed_while_submitting = False
         self._in_flight: tuple[PreparedSubmission, int | None] | None = None
         if report_output is None:
-            report_output = conf.getboolean("slurmapi", "report_output", fallback=True)
+            report_output = conf.getboolean("slurmapi", "report_output", fallback=False)
         self.report_output = report_output
         self.sbatch_directives = sbatch_directives
         self.job = job or {}
@@ -539,7 +540,10 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
     def _log_progress(self) -> bool:
         if self.log_progress is not None:
             return self.log_progress
-        return self.report_output and isinstance(self.script, str) and mentions_progress(self.script)
+        if not isinstance(self.script, str):
+            return False
+        # Unwrapped, slurm_progress is not on the job's PATH; a script that sets Extra= itself needs no wrapper.
+        return mentions_progress(self.script) if self.report_output else sets_extra(self.script)
 
     def _wait(self, context: Context, job_id: int, *, adopted: bool = False) -> int:
         """Wait for the job; ``adopted`` when an earlier try submitted it (see :meth:`_finish`)."""
@@ -590,7 +594,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         if not job.succeeded:
             raise AirflowException(redact_text(job.failure_message(output_expected=self.report_output)))
         self.log.info("Slurm job %s %s.", job.job_id, job.describe())
-        report = job.output_report(expected=self.report_output)
+        report = job.output_report(expected=True) if self.report_output else None
         if report:
             self.log.debug("%s", redact_text(report))
         return job.job_id

@@ -33,6 +33,14 @@ _INFINITE = 0xFFFFFFFF
 JobSource = Literal["live", "history"]
 
 
+# One line for a failure message when the script was submitted as given (report_output off).
+REPORT_OUTPUT_HINT = (
+    "Its last lines of output are not shown: report_output=True (on the task, or [slurmapi] report_output "
+    "for the deployment) would publish them, with sensitive values redacted, in the job's Extra field, "
+    "which every user of the cluster can read unless Slurm's PrivateData hides jobs; its node needs python3."
+)
+
+
 def slurm_number(value: Any) -> int | None:
     """Read a Slurm number: a plain int or ``{"set", "infinite", "number"}``; ``None`` when unset or unreadable."""
     try:
@@ -615,19 +623,26 @@ class SlurmJob(HasJobState):
         """The job's latest progress message (``slurm_progress`` or ``scontrol update ... Extra=``)."""
         return read_extra(self.extra).progress
 
-    def output_report(self, *, expected: bool = False) -> str | None:
-        """``Last output of job N:`` and its lines; with ``expected``, say so when the job reported none."""
+    def output_report(self, *, expected: bool | None = None) -> str | None:
+        """``Last output of job N:`` and its lines, if the job reported them.
+
+        Otherwise ``expected`` says why not: ``True`` (the script was wrapped) names what can stop the
+        report, ``False`` (it was submitted as given) says in one line how to turn reporting on and
+        what that publishes to whom; ``None`` (not known, e.g. a sensor's job) says nothing.
+        """
         output = self.reported_output
         if output is not None:
             return f"Last output of job {self.job_id}:\n{output}" if output else f"Job {self.job_id} wrote no output."
         if expected:
             return (
-                f"No output was reported by job {self.job_id} (the job never ran, or scontrol is missing on "
-                "its node or its update failed)."
+                f"No output was reported by job {self.job_id} (the job never ran, or its node has no python3 "
+                "at a system path or no scontrol, or the update of its Extra failed)."
             )
+        if expected is False:
+            return REPORT_OUTPUT_HINT
         return None
 
-    def failure_message(self, *, output_expected: bool = False) -> str:
+    def failure_message(self, *, output_expected: bool | None = None) -> str:
         """Why the job did not succeed, with Slurm's own words, and its last output if it reported it."""
         if self.array is not None:
             return self.array.failure_message(self.name)

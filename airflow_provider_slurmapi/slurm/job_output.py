@@ -18,8 +18,9 @@ supervisor (:mod:`~airflow_provider_slurmapi.slurm.job_supervisor`, run by the n
   when both go to one file) into ``extra``, at most 1,024 bytes, with control sequences stripped and
   the values of the job's sensitive environment variables redacted.
 
-Where the node has no ``python3``, the batch shell runs the script with ``exec`` (from a checked copy) and
-nothing is reported. See ``docs/job-output.md``.
+Where the node has no ``python3`` at a system path (:data:`PYTHON_PATHS`, never the job's ``PATH``), the
+batch shell runs the script with ``exec`` (from a checked copy, unlinked before it starts), and ``extra``
+says that python3 was missing instead of the output. See ``docs/job-output.md``.
 
 :func:`read_extra` splits what a job record's ``extra`` says into that output and a progress message,
 with control sequences stripped (anyone may have set it).
@@ -49,8 +50,13 @@ PROGRESS_COMMAND = "slurm_progress"
 _SHELL = r"""# Wrapped by airflow-provider-slurmapi (report_output=True; False submits the script untouched).
 # The script at the end of this file runs unchanged with its own interpreter, under a supervisor that
 # reports its last lines of output into this job's Extra field. See docs/job-output.md.
-_sa_py=$(command -v python3 2>/dev/null) || _sa_py=
-if [ -n "${_SLURMAPI_NO_PYTHON-}" ]; then unset _SLURMAPI_NO_PYTHON; _sa_py=; fi
+_sa_py=; _sa_why="no python3 at @@PYTHON_LIST@@"
+for _sa_p in @@PYTHONS@@; do
+  if [ -f "$_sa_p" ] && [ -x "$_sa_p" ]; then _sa_py=$_sa_p; break; fi
+done
+if [ -n "${_SLURMAPI_NO_PYTHON-}" ]; then
+  _sa_why="$_sa_py lacks the modules the supervisor needs"; unset _SLURMAPI_NO_PYTHON; _sa_py=
+fi
 if [ -n "$_sa_py" ]; then
   _sa_blk=0; _sa_ign=0
   while IFS= read -r _sa_line; do
@@ -60,27 +66,43 @@ if [ -n "$_sa_py" ]; then
     'import sys;f=open(sys.argv[1],"rb");f.seek(@@START@@);exec(compile(f.read(@@LENGTH@@),"slurmapi","exec"))' \
     "$0" "$_sa_blk" "$_sa_ign" "${LC_CTYPE+1}" "${LC_CTYPE-}" @@SETTINGS@@ -- "$@"
 fi
-# No python3 on this node: the script runs as it would unwrapped (exec), from a checked copy, unreported.
-_sa_fail() {
-  echo "airflow-provider-slurmapi: $*" >&2
+# No usable python3 at a system path on this node: the script runs as it would unwrapped (exec), from a
+# checked copy that is unlinked before it starts (it runs from fd 9), and its output is not reported.
+_sa_extra() {
   if [ -n "$SLURM_JOB_ID" ] && command -v scontrol >/dev/null 2>&1; then
     scontrol update JobId="$SLURM_JOB_ID" Extra="@@MARKER@@
 airflow-provider-slurmapi: $*" >/dev/null 2>&1
   fi
+}
+_sa_fail() {
+  echo "airflow-provider-slurmapi: $*" >&2
+  _sa_extra "$@"
   exit 125
 }
 _sa_dir=$(mktemp -d "${TMPDIR:-/tmp}/slurmapi-job.XXXXXX") ||
   _sa_fail "cannot create a directory in ${TMPDIR:-/tmp} for the job's script; it did not run."
 if ! tail -c @@SIZE@@ "$0" > "$_sa_dir/slurm_script" 2>/dev/null ||
-   [ "$(cksum < "$_sa_dir/slurm_script")" != "@@CKSUM@@ @@SIZE@@" ]; then
+   ! command exec 9< "$_sa_dir/slurm_script" ||
+   [ "$(cksum <&9)" != "@@CKSUM@@ @@SIZE@@" ]; then
   rm -rf "$_sa_dir"
   _sa_fail "the job's script could not be copied whole into ${TMPDIR:-/tmp}; it did not run." \
     "Free space there, set TMPDIR to another directory, or submit with report_output=False."
 fi
-chmod 700 "$_sa_dir/slurm_script"
-exec @@INTERPRETER@@ "$_sa_dir/slurm_script" "$@"
+rm -rf "$_sa_dir"
+_sa_extra "$_sa_why on node ${SLURMD_NODENAME:-?}: the script ran, its output is not reported." \
+  "Install python3 (3.6 or newer) there, or submit with report_output=False."
+exec @@INTERPRETER@@ /dev/fd/9 "$@"
 exit 125
 """
+
+# Where the supervisor's python3 is looked for, in this order: fixed system paths, never the job's PATH
+# (which the job's environment sets). A test may pass others to wrap_script; a job cannot.
+PYTHON_PATHS: tuple[str, ...] = (
+    "/usr/bin/python3",
+    "/usr/local/bin/python3",
+    "/bin/python3",
+    "/usr/libexec/platform-python",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,14 +188,23 @@ def _fill(template: str, values: dict[str, str]) -> str:
     return template
 
 
-def wrap_script(script: str, redaction: Redaction | None = None) -> str:
+def wrap_script(
+    script: str, redaction: Redaction | None = None, *, python_paths: tuple[str, ...] = PYTHON_PATHS
+) -> str:
     """The batch script that runs ``script`` unchanged under the supervisor and reports its last output.
 
     Layout: ``#!/bin/sh``, the script's ``#SBATCH`` lines (copied as they are), the shell part (which
     hands over, with ``exec``, to python3 on the supervisor, or to the script itself where there is no python3), the
     supervisor's source, and last the script, byte for byte. The supervisor finds itself and the
-    script by byte offsets and checks the script's SHA-256.
+    script by byte offsets and checks the script's SHA-256. ``python_paths``: where the node's python3
+    is looked for (absolute paths, in order); set by the DAG's code, never by the job's environment.
     """
+    for path in python_paths:
+        if not re.fullmatch(r"/[A-Za-z0-9._+/-]+", path):
+            raise ValueError(
+                f"python_paths: {path!r} is not an absolute path of letters, digits and ._+-/; "
+                "give e.g. '/usr/bin/python3'."
+            )
     interpreter = interpreter_of(script)
     redaction = redaction or Redaction()
     data = script.encode("utf-8", "surrogateescape")
@@ -193,6 +224,8 @@ def wrap_script(script: str, redaction: Redaction | None = None) -> str:
     values = {
         "@@SETTINGS@@": shlex.quote(json.dumps(settings, separators=(",", ":"))),
         "@@MARKER@@": OUTPUT_MARKER,
+        "@@PYTHONS@@": " ".join(shlex.quote(path) for path in python_paths),
+        "@@PYTHON_LIST@@": ", ".join(python_paths),
         "@@SIZE@@": str(len(data)),
         "@@CKSUM@@": str(posix_cksum(data)),
         "@@INTERPRETER@@": " ".join(shlex.quote(part) for part in interpreter),
@@ -216,4 +249,9 @@ SUPERVISOR_SOURCE = _supervisor_source()
 
 def mentions_progress(script: str) -> bool:
     """Whether a script sets progress messages (calls ``slurm_progress`` or sets ``Extra=`` itself)."""
-    return PROGRESS_COMMAND in script or re.search(r"(?i)\bextra=", script) is not None
+    return PROGRESS_COMMAND in script or sets_extra(script)
+
+
+def sets_extra(script: str) -> bool:
+    """Whether a script sets its job's ``Extra=`` itself (``scontrol update``): progress without the wrapper."""
+    return re.search(r"(?i)\bextra=", script) is not None

@@ -4,19 +4,26 @@ Not imported by the provider: :func:`~airflow_provider_slurmapi.slurm.job_output
 this file's text in the batch script, and the batch shell runs it with the node's ``python3``
 (3.6 or newer; only the standard library). It
 
-1. reads the user's script from the batch script itself (its last bytes), checks its size and SHA-256,
-   copies it into a private directory under ``$TMPDIR`` (default ``/tmp``) and checks the copy the
-   same way: the script runs whole or not at all. When no good copy can be had, the job ends with exit
-   code 125 and says why on its standard error and in its ``Extra``;
-2. runs the script with its own interpreter, with the signal mask and dispositions the batch shell had
-   (so, as the batch shell would have), in the batch shell's process group;
-3. passes on the signals that Slurm sent to the batch shell alone (``scancel --batch``,
+1. names itself ``slurmapi-wrap`` (its canary ``slurmapi-canary``), so a script's ``pkill python3`` or
+   ``pkill -9 python3`` leaves them alone, as it would leave an unwrapped job's batch shell;
+2. reads the user's script from the batch script itself (its last bytes), checks its size and SHA-256,
+   writes it into a private directory under ``$TMPDIR`` (default ``/tmp``), opens that copy, checks it
+   the same way and unlinks it before the script starts: the script runs whole or not at all, and no
+   copy of it is left behind however the job ends. When no good copy can be had, the job ends with
+   exit code 125 and says why on its standard error and in its ``Extra``;
+3. runs the script with its own interpreter, from the open copy (``/proc/PID/fd/N``), with the signal
+   mask and dispositions the batch shell had (so, as the batch shell would have), in the batch shell's
+   process group;
+4. passes on the signals that Slurm sent to the batch shell alone (``scancel --batch``,
    ``--signal=B:...``, the time limit under ``proctrack/cgroup``), and only those: a *canary* process,
    which blocks every signal, sits beside the script, so a signal Slurm sent to every process (or to
-   the process group) shows up pending on the canary, and the script got it too;
-4. when the script has ended, writes ``airflow-output:`` and the last lines of its output (controls
-   stripped, values of sensitive environment variables redacted) into the job's ``Extra``;
-5. ends exactly as the script did: the same exit code, or death by the same signal.
+   the process group) shows up pending on the canary, and the script got it too (a canary that dies
+   is replaced, never written to dead);
+5. when the script has ended, writes ``airflow-output:`` and the last lines of its output into the
+   job's ``Extra``: normalised (controls stripped, a line rewritten with carriage returns reduced to
+   its last state), then the values of sensitive environment variables redacted over the whole
+   window read, and only then cut to the limit;
+6. ends exactly as the script did: the same exit code, or death by the same signal.
 
 Arguments: the batch script's path, the batch shell's ``SigBlk`` and ``SigIgn`` masks (hex, from
 ``/proc``), whether ``LC_CTYPE`` was set and its value (Python's locale coercion may set it), then a
@@ -40,9 +47,20 @@ except ImportError:  # pragma: no cover - an odd python3: the batch shell runs t
         os.execv("/bin/sh", ["/bin/sh", sys.argv[1], *sys.argv[sys.argv.index("--") + 1 :]])
     raise
 
+try:  # to wait for the canary's answer with a timeout; without it, as before (a blocking read)
+    import select
+except ImportError:  # pragma: no cover - every CPython build here has it
+    select = None  # type: ignore[assignment]
+
 WRAPPER_FAILED = 125  # the exit code when the script cannot be had whole (as env/timeout use 125)
 CANARY_WAIT_SECONDS = 0.25  # how long a signal's twin may take to reach the canary
 UNCATCHABLE = {signal.SIGKILL, signal.SIGSTOP}
+SUPERVISOR_NAME = "slurmapi-wrap"  # process names (comm, at most 15 bytes) without "python"
+CANARY_NAME = "slurmapi-canary"
+# How much of the end of the output is read: redaction runs over all of it before anything is cut, so a
+# secret followed by kilobytes of progress bars, escapes or blank lines is still whole when it is redacted.
+WINDOW_BYTES = 64 * 1024
+PIECE_MIN_LENGTH = 4  # a line of a multi-line secret (or its part before a \r) redacted on its own from this length
 PROGRESS_COMMAND = r"""#!/bin/sh
 # slurm_progress MESSAGE...: show MESSAGE as this job's progress in the Airflow task log (Slurm's Extra field).
 _m=$(printf '%s' "$*" | tr -d '\000')
@@ -55,12 +73,16 @@ fi
 exit 0
 """
 _CONTROL = re.compile(
-    r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC ... BEL/ST
-    r"|\x1b[P^_X][^\x1b]*(?:\x1b\\)?"  # DCS, PM, APC, SOS ... ST
+    r"\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?"  # OSC ... BEL/ST (unterminated: to the end of its line only)
+    r"|\x1b[P^_X][^\x1b\n]*(?:\x1b\\)?"  # DCS, PM, APC, SOS ... ST (likewise)
     r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # CSI (7- and 8-bit)
-    r"|\x9d[^\x07\x1b\x9c]*(?:\x07|\x9c|\x1b\\)?"  # 8-bit OSC
+    r"|\x9d[^\x07\x1b\x9c\n]*(?:\x07|\x9c|\x1b\\)?"  # 8-bit OSC
     r"|\x1b[ -/]*[0-~]?"  # other escape sequences
     r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"  # other C0/C1 controls (not \t \n \r)
+    # Unicode format controls a terminal does not show: the Arabic letter mark, Mongolian vowel separator,
+    # zero-width and directional marks, line and paragraph separators, bidi embeddings, overrides and
+    # isolates, invisible operators, the BOM (zero-width no-break space), interlinear annotations, tags.
+    "|[\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
 )
 
 
@@ -73,10 +95,31 @@ def strip_controls(text: str) -> str:
     return "\n".join(lines)
 
 
+def secret_forms(secrets: List[str], min_length: int = 1) -> List[str]:
+    """Every form a secret value can take in normalised output, longest first.
+
+    The value itself and as :func:`strip_controls` leaves it; and each of its lines and its parts
+    between carriage returns from :data:`PIECE_MIN_LENGTH` (or ``min_length``, if longer) characters:
+    a value read from a CRLF file ends in a carriage return, which the output's normalisation takes away, and a
+    multi-line value (a key) reaches the output line by line.
+    """
+    forms = set()
+    floor = max(PIECE_MIN_LENGTH, min_length)
+    for value in secrets:
+        for whole in (value, strip_controls(value)):
+            if whole and len(whole) >= min_length:
+                forms.add(whole)
+            for piece in re.split(r"[\r\n]+", _CONTROL.sub("", whole)):
+                if len(piece) >= floor:
+                    forms.add(piece)
+    return sorted(forms, key=len, reverse=True)
+
+
 def redact(text: str, secrets: List[str]) -> str:
     """``text`` with each secret value replaced by ``***`` (longest first, so no part of one survives)."""
     for value in sorted(set(secrets), key=len, reverse=True):
-        text = text.replace(value, "***")
+        if value:
+            text = text.replace(value, "***")
     return text
 
 
@@ -91,10 +134,21 @@ def sensitive_values(environ: Dict[str, str], names: List[str], parts: List[str]
     return found
 
 
-def last_lines(raw: bytes, budget: int, secrets: List[str]) -> str:
-    """The end of the output as plain text, redacted, in at most ``budget`` UTF-8 bytes, whole lines first."""
-    text = redact(strip_controls(raw.decode("utf-8", "replace")), secrets)
-    text = text.replace("\x00", "").strip("\n")
+def last_lines(raw: bytes, budget: int, secrets: List[str], whole: bool = True, min_length: int = 1) -> str:
+    """The end of the output as plain text, redacted, in at most ``budget`` UTF-8 bytes, whole lines first.
+
+    ``raw`` is the end of the output (all of it when ``whole``). In this order: its first line is dropped
+    when ``raw`` starts inside the output (a part of a line, maybe a part of a secret; what follows a
+    carriage return in it is kept: it was rewritten whole within the window), the text is normalised
+    (:func:`strip_controls`), every form of every secret is redacted over all of it, and only then is
+    it cut to ``budget``.
+    """
+    text = raw.decode("utf-8", "replace")
+    if not whole:
+        first, newline, rest = text.partition("\n")
+        kept = first.rsplit("\r", 1)[1] if "\r" in first else ""
+        text = kept + newline + rest
+    text = redact(strip_controls(text), secret_forms(secrets, min_length)).strip("\n")
     data = text.encode("utf-8")
     if len(data) <= budget:
         return text
@@ -176,8 +230,19 @@ def read_script(batch: str, size: int, digest: str) -> bytes:
     return data
 
 
-def copy_script(data: bytes, digest: str, progress: bool) -> Tuple[str, str]:
-    """A private directory with the checked copy of the script (and the progress command); its paths."""
+def name_process(name: str) -> None:
+    """Set this process's name (``comm``, what ``pkill NAME`` and ``ps`` match), best effort."""
+    with contextlib.suppress(OSError), open("/proc/self/comm", "w") as handle:
+        handle.write(name[:15])
+
+
+def copy_script(data: bytes, digest: str, progress: bool) -> Tuple[str, int]:
+    """A private directory (with the progress command) and an open, checked, unlinked copy of the script.
+
+    The copy is written, opened (the descriptor is not inherited), read back through the descriptor,
+    checked, and unlinked before the script starts: it runs from ``/proc/PID/fd/N`` while this process
+    lives, and nothing of it is left on disk whatever happens next (a SIGKILL of this process included).
+    """
     base = os.environ.get("TMPDIR") or "/tmp"
     directory = private_directory(base)
     try:
@@ -186,11 +251,16 @@ def copy_script(data: bytes, digest: str, progress: bool) -> Tuple[str, str]:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(path, 0o700)
-        with open(path, "rb") as handle:
-            copy = handle.read()
-        if len(copy) != len(data) or hashlib.sha256(copy).hexdigest() != digest:
-            raise OSError(f"the copy in {directory} is not whole ({len(copy)} of {len(data)} bytes)")
+        os.chmod(path, 0o500)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.unlink(path)
+            copy = os.pread(fd, len(data) + 1, 0)
+            if len(copy) != len(data) or hashlib.sha256(copy).hexdigest() != digest:
+                raise OSError(f"the copy in {directory} is not whole ({len(copy)} of {len(data)} bytes)")
+        except BaseException:
+            os.close(fd)
+            raise
         if progress:
             os.mkdir(os.path.join(directory, "bin"))
             command = os.path.join(directory, "bin", "slurm_progress")
@@ -200,7 +270,7 @@ def copy_script(data: bytes, digest: str, progress: bool) -> Tuple[str, str]:
             with open(command) as handle:
                 if handle.read() != PROGRESS_COMMAND:
                     raise OSError(f"the progress command in {directory} is not whole")
-        return directory, path
+        return directory, fd
     except BaseException:
         remove_tree(directory)
         raise
@@ -224,26 +294,32 @@ def all_signals() -> List[int]:
     return sorted(n for n in valid if n not in UNCATCHABLE and n < signal.NSIG)
 
 
-def start_canary() -> Tuple[int, int, int]:
+Canary = Tuple[int, int, int]
+
+
+def start_canary(directory: str) -> Canary:
     """A process beside the script that blocks every signal: what is sent to more than the batch shell pends there.
 
     It lives as long as the script, so every signal Slurm sends to the whole step reaches it (a canary
     replaced after each signal could be missing from the process list of Slurm's next one: SIGCONT, then
     SIGTERM). Asked about a signal through a pipe, it takes that signal's pending copy, waiting up to
     CANARY_WAIT_SECONDS for it, and answers 1 (it had one) or 0: its pending set stays in step with the
-    supervisor's.
+    supervisor's. Its name is not python's (a script's ``pkill python3`` leaves it); if the supervisor
+    dies first (the pipe ends), it removes ``directory``; if it dies, the supervisor starts another.
     """
     ask_read, ask_write = os.pipe()
     answer_read, answer_write = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the canary
         try:
+            name_process(CANARY_NAME)
             os.close(ask_write)
             os.close(answer_read)
             signal.pthread_sigmask(signal.SIG_BLOCK, all_signals())
             while True:
                 asked = os.read(ask_read, 1)
-                if not asked:
+                if not asked:  # the supervisor is gone (SIGKILL): nothing of the job stays behind
+                    remove_tree(directory)
                     break
                 taken = signal.sigtimedwait([asked[0]], CANARY_WAIT_SECONDS)
                 os.write(answer_write, b"1" if taken is not None else b"0")
@@ -254,24 +330,36 @@ def start_canary() -> Tuple[int, int, int]:
     return pid, ask_write, answer_read
 
 
-def stop_canary(canary: Tuple[int, int, int]) -> None:
+def stop_canary(canary: Canary, reap: bool = True) -> None:
     pid, ask_write, answer_read = canary
     with contextlib.suppress(OSError):
         os.kill(pid, signal.SIGKILL)
     os.close(ask_write)
     os.close(answer_read)
-    with contextlib.suppress(OSError):
-        os.waitpid(pid, 0)
+    if reap:
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
 
 
-def reached_canary(canary: Tuple[int, int, int], signum: int) -> bool:
-    """Whether ``signum`` reached the canary too, within CANARY_WAIT_SECONDS: Slurm sent it to more than the shell."""
+def reached_canary(canary: Canary, signum: int) -> Optional[bool]:
+    """Whether ``signum`` reached the canary too, within CANARY_WAIT_SECONDS: Slurm sent it to more than the shell.
+
+    ``None`` when the canary did not answer (it died, was stopped, or its pipe broke): the caller
+    replaces it. A write to a dead canary raises SIGPIPE at this process: that copy is taken here, so
+    it is never mistaken for one Slurm sent (and never loops back into another write).
+    """
     _, ask_write, answer_read = canary
     try:
         os.write(ask_write, bytes([signum]))
-        return os.read(answer_read, 1) == b"1"
-    except OSError:  # the canary is gone (killed with the step): pass the signal on
-        return False
+        if select is not None:
+            ready, _, _ = select.select([answer_read], [], [], CANARY_WAIT_SECONDS + 2)
+            if not ready:
+                return None
+        answer = os.read(answer_read, 1)
+    except OSError:
+        signal.sigtimedwait([signal.SIGPIPE], 0)
+        return None
+    return answer == b"1" if answer else None
 
 
 def output_file() -> Tuple[Optional[int], int]:
@@ -289,18 +377,20 @@ def output_file() -> Tuple[Optional[int], int]:
 
 
 def report(handle: Optional[int], start: int, settings: Dict[str, Any]) -> None:
-    """Write the script's last output (redacted, controls stripped) into Extra."""
+    """Write the script's last output (normalised, redacted over the whole window, then cut) into Extra."""
     if handle is None:
         return
     budget = int(settings["budget"])
-    secrets = sensitive_values(dict(os.environ), settings["names"], settings["parts"], int(settings["min_length"]))
+    min_length = int(settings["min_length"])
+    secrets = sensitive_values(dict(os.environ), settings["names"], settings["parts"], min_length)
     longest = max([len(s.encode("utf-8")) for s in secrets] + [0])
     end = os.fstat(handle).st_size
     if end < start:  # the file was truncated meanwhile
         start = 0
-    want = min(end - start, 4 * budget + 2 * longest)  # room for stripped sequences and cut secrets
+    want = min(end - start, max(WINDOW_BYTES, 4 * budget + 4 * longest))
     raw = os.pread(handle, want, end - want) if want > 0 else b""
-    set_extra(settings["marker"] + "\n" + last_lines(raw, budget, secrets))
+    text = last_lines(raw, budget, secrets, whole=end - want <= start, min_length=min_length)
+    set_extra(settings["marker"] + "\n" + text)
 
 
 def run_child(argv: List[str], blocked: set, ignored: set) -> int:  # type: ignore[type-arg]
@@ -341,6 +431,7 @@ def end_like(status: int) -> None:
 
 
 def main(argv: List[str]) -> None:
+    name_process(SUPERVISOR_NAME)
     batch, sig_blk, sig_ign, ctype_set, ctype = argv[1:6]
     settings = json.loads(argv[6])
     script_args = argv[8:] if len(argv) > 7 and argv[7] == "--" else argv[7:]
@@ -352,7 +443,7 @@ def main(argv: List[str]) -> None:
     marker = settings["marker"]
     try:
         data = read_script(batch, int(settings["size"]), settings["sha256"])
-        directory, path = copy_script(data, settings["sha256"], bool(settings.get("progress")))
+        directory, script_fd = copy_script(data, settings["sha256"], bool(settings.get("progress")))
     except (OSError, ValueError) as exc:
         fail(
             "the job's script could not be copied whole into {} ({}); it did not run. Free space there, "
@@ -369,8 +460,9 @@ def main(argv: List[str]) -> None:
     watched = [s for s in all_signals() if s not in ignored] + [signal.SIGCHLD]
     signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     handle, start = output_file()
-    canary = start_canary()
-    child = run_child([*list(settings["interpreter"]), path, *script_args], blocked, ignored)
+    canary = start_canary(directory)
+    script = "/proc/{}/fd/{}".format(os.getpid(), script_fd)
+    child = run_child([*list(settings["interpreter"]), script, *script_args], blocked, ignored)
     status = None
     while status is None:
         signum = signal.sigwait(set(watched))
@@ -384,12 +476,20 @@ def main(argv: List[str]) -> None:
                     break
                 if pid == child:
                     status = code
+                elif pid == canary[0] and status is None:  # killed by the script: a new one stands in
+                    stop_canary(canary, reap=False)
+                    canary = start_canary(directory)
             continue
-        if reached_canary(canary, signum):
+        reached = reached_canary(canary, signum)
+        if reached is None:  # no answer: replace the canary; the signal is taken as the batch shell's alone
+            stop_canary(canary)
+            canary = start_canary(directory)
+        elif reached:
             continue
         with contextlib.suppress(OSError):
             os.kill(child, signum)
     stop_canary(canary)
+    os.close(script_fd)
     try:
         report(handle, start, settings)
     finally:

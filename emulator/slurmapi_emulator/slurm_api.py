@@ -77,15 +77,40 @@ def split_query(path: str) -> tuple[str, str]:
     return base, query
 
 
+class QueryError(ValueError):
+    """A query parameter no Slurm field could hold: the message names the parameter and why."""
+
+
+_PERCENT_RE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+
 def parse_query(raw: str) -> list[tuple[str, str]] | None:
-    """Repeated `key=value` pairs; None if a raw comma makes slurmrestd refuse the query."""
+    """Repeated `key=value` pairs; None if a raw comma makes slurmrestd refuse the query.
+
+    Raises :class:`QueryError` for a pair that cannot be text: a ``%`` not followed by two hex digits,
+    percent-escapes that are not UTF-8, or a NUL or other control character (C strings end at NUL).
+    """
     if "," in raw:
         return None
     pairs = []
     for part in filter(None, raw.split("&")):
         key, _, value = part.partition("=")
-        pairs.append((unquote(key), unquote(value)))
+        name = _query_text(key, "a parameter name", "")
+        pairs.append((name, _query_text(value, f"parameter {name!r}", name)))
     return pairs
+
+
+def _query_text(raw: str, what: str, name: str) -> str:
+    shown = raw if len(raw) <= 40 else raw[:40] + "..."
+    if _PERCENT_RE.search(raw):
+        raise QueryError(f"{what} has a '%' not followed by two hex digits ({shown!r}): percent-encode it as %25.")
+    try:
+        text = unquote(raw, errors="strict")
+    except UnicodeDecodeError:
+        raise QueryError(f"{what} is not UTF-8 once percent-decoded ({shown!r}).") from None
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in text):
+        raise QueryError(f"{what} holds a NUL or another control character ({shown!r}); remove it.")
+    return text
 
 
 def _values(params: list[tuple[str, str]], key: str) -> list[str]:
@@ -218,13 +243,28 @@ class SlurmModelApi:
         match = _PATH_RE.match(base)
         if not match or match.group(2) not in self.versions:
             return text_response(404, NOT_FOUND_TEXT)
-        params = parse_query(raw_query)
+        try:
+            params = parse_query(raw_query)
+        except QueryError as exc:
+            return text_response(400, f"{PARSE_ERROR_TEXT} {exc}")
         if params is None:
             return text_response(400, PARSE_ERROR_TEXT)
         service, version, rest = match.group(1), match.group(2), (match.group(3) or "/")
-        if service == "slurm":
-            return self._slurm(method, version, rest, params, body)
-        return self._slurmdb(method, version, rest, params)
+        try:
+            if service == "slurm":
+                return self._slurm(method, version, rest, params, body)
+            return self._slurmdb(method, version, rest, params)
+        except (ValueError, OverflowError) as exc:
+            if not params:
+                raise
+            # A value the handlers could not use (a date or number out of range): never a bare 500.
+            names = ", ".join(sorted({name for name, _ in params}))
+            return self._bad_query(
+                version,
+                "op_handler_jobs" if "jobs" in rest else "op_handler_job",
+                f"Rejecting request. Failure parsing query parameters ({names}): {type(exc).__name__}",
+                slurmdb=service == "slurmdb",
+            )
 
     def _slurm(self, method: str, version: str, rest: str, params: list[tuple[str, str]], body: Any) -> BackendAnswer:
         if rest in ("/ping", "/ping/") and method == "GET":

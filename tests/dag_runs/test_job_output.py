@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CLUSTER, load_dag, run_dag
+from tests.conftest import load_dag, run_dag
 
 
 @pytest.fixture(params=[True, False], ids=["deferrable", "sync"])
@@ -57,23 +57,28 @@ def test_progress_messages_are_logged_once_each_in_order(
     assert len(set(Counter(seen).values())) == 1, out[-3000:]
 
 
-def test_python_sets_progress_with_plain_scontrol(airflow_db: Any, gcp_connection: Any, capfd: Any) -> None:
-    state, job_id, out = _run("python_progress", capfd, gcp_connection)
+@pytest.mark.parametrize("scenario", ["python_progress", "python_progress_plain"])
+def test_python_sets_progress_with_plain_scontrol(
+    scenario: str, airflow_db: Any, gcp_connection: Any, capfd: Any
+) -> None:
+    """Wrapped, or as given (nothing configured): progress a script sets itself needs no wrapper."""
+    state, job_id, out = _run(scenario, capfd, gcp_connection)
     assert state == "success"
     assert re.findall(rf"Slurm job {job_id}: (python step \d/2)", out) == ["python step 1/2", "python step 2/2"]
 
 
 def test_output_over_the_limit_is_cut_to_its_last_lines(airflow_db: Any, gcp_connection: Any, capfd: Any) -> None:
-    from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
+    from airflow_provider_slurmapi.slurm.job_output import read_extra
 
     state, job_id, out = _run("long_output", capfd, gcp_connection)
     assert state == "failed"
-    job = SlurmApiHook(**CLUSTER).get_job(job_id)
-    assert job is not None and job.extra is not None
-    assert len(job.extra.encode()) <= 1024
+    # The Extra the job set, as the emulator keeps it: the live record may have left the queue already
+    # (MinJobAge is 2 s here, and Airflow 3.1.8's dag.test() takes longer than that to end the run).
+    extra = _extra_of(gcp_connection, job_id)
+    assert extra and len(extra.encode()) <= 1024
     report = out.split(f"Last output of job {job_id}:\n", 1)[1]
     assert "output line 400" in report
-    lines = [line for line in (job.reported_output or "").split("\n")]
+    lines = [line for line in (read_extra(extra).output or "").split("\n")]
     assert lines[-1] == "output line 400" and all(re.fullmatch(r"output line \d+", line) for line in lines)
     assert int(lines[0].split()[-1]) > 300, "the first, cut line was kept"
 
@@ -86,6 +91,24 @@ def test_report_output_false_submits_the_script_byte_for_byte(airflow_db: Any, g
     copy = Path(gcp_connection.config.workdir) / f"script-copy-{job_id}"
     assert copy.read_text() == SCENARIOS["untouched"]["script"]
     assert "Last output of job" not in out and "No output was reported" not in out
+
+
+def test_nothing_configured_submits_the_script_byte_for_byte(
+    mode: bool, airflow_db: Any, gcp_connection: Any, capfd: Any, monkeypatch: Any
+) -> None:
+    """The default a user gets (no argument, no setting): no wrapper, and a failure says how to turn it on."""
+    from airflow_provider_slurmapi.slurm.job import REPORT_OUTPUT_HINT
+    from tests.dag_runs.dag_files.slurm_job_output import SCENARIOS
+
+    monkeypatch.delenv("AIRFLOW__SLURMAPI__REPORT_OUTPUT", raising=False)
+    state, job_id, out = _run("default", capfd, gcp_connection)
+    assert state == "failed"
+    script = SCENARIOS["default"]["script"].encode()
+    assert _emulator_file(gcp_connection, job_id, "sh").read_bytes() == script  # what was submitted
+    assert (Path(gcp_connection.config.workdir) / f"script-copy-{job_id}").read_bytes() == script  # what ran
+    assert "Last output of job" not in out and "not reported" not in out
+    assert "ended FAILED" in out and REPORT_OUTPUT_HINT in out, out[-3000:]
+    assert "\n" not in REPORT_OUTPUT_HINT and "report_output=True" in REPORT_OUTPUT_HINT
 
 
 def test_job_output_goes_through_secret_masking(mode: bool, airflow_db: Any, gcp_connection: Any, capfd: Any) -> None:
@@ -122,7 +145,7 @@ def test_values_airflow_masks_and_sensitive_names_are_redacted_on_the_node(
     assert SECRET not in out
 
 
-@pytest.mark.parametrize(("setting", "wrapped"), [(None, True), ("True", True), ("False", False)])
+@pytest.mark.parametrize(("setting", "wrapped"), [(None, False), ("True", True), ("False", False)])
 def test_report_output_follows_the_deployment_setting_unless_the_task_says(
     setting: str | None, wrapped: bool, airflow_db: Any, gcp_connection: Any, capfd: Any, monkeypatch: Any
 ) -> None:
@@ -145,4 +168,4 @@ def test_report_output_is_a_declared_provider_option() -> None:
     from airflow_provider_slurmapi.get_provider_info import get_provider_info
 
     option = get_provider_info()["config"]["slurmapi"]["options"]["report_output"]
-    assert (option["type"], option["default"], option["sensitive"]) == ("boolean", "True", False)
+    assert (option["type"], option["default"], option["sensitive"]) == ("boolean", "False", False)

@@ -81,3 +81,19 @@ def test_report_output_false_submits_the_script_byte_for_byte(
     lab.final(job_id)
     assert (LAB_CHROOT_TMP / f"script-copy-{job_id}").read_text() == SCENARIOS["untouched"]["script"]
     assert "Last output of job" not in result.log
+
+
+def test_nothing_configured_submits_the_script_byte_for_byte(
+    gateway: Any, lab: Lab, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default a user gets: the batch script Slurm stores and runs ($0) is the user's, byte for byte."""
+    from airflow_provider_slurmapi.slurm.job import REPORT_OUTPUT_HINT
+    from tests.dag_runs.dag_files.slurm_job_output import SCENARIOS
+
+    monkeypatch.delenv("AIRFLOW__SLURMAPI__REPORT_OUTPUT", raising=False)
+    result = run_dag_capture(load_dag("slurm_job_output.py", "default"), capfd)
+    assert result.state == "failed"
+    job_id = result.job(gateway)
+    assert lab.final(job_id).state == "FAILED"
+    assert (LAB_CHROOT_TMP / f"script-copy-{job_id}").read_bytes() == SCENARIOS["default"]["script"].encode()
+    assert "Last output of job" not in result.log and REPORT_OUTPUT_HINT in result.log

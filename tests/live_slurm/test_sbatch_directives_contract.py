@@ -291,7 +291,7 @@ def test_sbatch_and_our_rest_path_give_the_same_job(
 def test_export_and_open_mode_give_the_job_what_sbatch_gives_it(lab: Lab, gateway: Any, submitted: list[int]) -> None:
     """Not in the job record, so judged by what the job does: its environment and its appended output.
 
-    Our path submits the script wrapped (``report_output=True``, the operator's default), so this
+    Our path submits the script wrapped (``report_output=True``), so this
     also shows the wrapper keeps both working.
     """
     from airflow_provider_slurmapi.slurm.job_output import wrap_script

@@ -29,6 +29,8 @@ def _mask_secret(context: Any) -> None:
     mask_secret(SECRET)
 
 
+UNSET = object()  # a scenario that passes no report_output at all
+
 SCENARIOS: dict[str, dict[str, Any]] = {
     "bash_fails": {
         "script": "#!/bin/bash\necho 'step 1 ok'\necho 'loading data' >&2\necho 'ValueError: bad shard 7' >&2\nexit 2\n"
@@ -69,6 +71,20 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "environment": ["PATH=/usr/local/bin:/usr/bin:/bin", f"DB_URI={SECRET}", "API_TOKEN=tok-by-name-only"],
         "pre_execute": _mask_secret,
     },
+    # Nothing configured: no report_output argument at all (the default a user gets).
+    "default": {
+        "script": '#!/bin/bash\ncat "$0" > "script-copy-$SLURM_JOB_ID"\necho \'not reported\' >&2\nexit 1',
+        "report_output": UNSET,
+    },
+    # A script that sets Extra= itself: its progress needs no wrapper.
+    "python_progress_plain": {
+        "script": (
+            "#!/usr/bin/env python3\nimport os, subprocess, time\nfor step in (1, 2):\n"
+            "    subprocess.run(['scontrol', 'update', f\"JobId={os.environ['SLURM_JOB_ID']}\", "
+            "f'Extra=python step {step}/2'])\n    time.sleep(4)\n"
+        ),
+        "report_output": UNSET,
+    },
     # report_output left to the deployment's [slurmapi] report_output.
     "by_config": {
         "script": '#!/bin/bash\ncat "$0" > "script-copy-$SLURM_JOB_ID"\nexit 0\n',
@@ -96,7 +112,12 @@ for _name, _scenario in SCENARIOS.items():
                 "time_limit": 30,
             },
             script=_scenario["script"],
-            report_output=_scenario.get("report_output", True),
+            # The scenarios here are about the wrapper: on unless a scenario says otherwise.
+            **(
+                {}
+                if _scenario.get("report_output") is UNSET
+                else {"report_output": _scenario.get("report_output", True)}
+            ),
             deferrable=DEFERRABLE,
             poll_interval=POLL,
             execution_timeout=timedelta(minutes=10),

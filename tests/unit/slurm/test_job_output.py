@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -37,7 +36,7 @@ def test_the_script_is_embedded_unchanged_and_run_with_its_own_interpreter() -> 
     script = "#!/usr/bin/env python3\nprint('$HOME `x` \\\\ @@SCRIPT@@')\n"
     wrapped = wrap_script(script)
     assert wrapped.endswith(script)
-    assert '/usr/bin/env python3 "$_sa_dir/slurm_script"' in wrapped
+    assert "exec /usr/bin/env python3 /dev/fd/9 " in wrapped  # without python3: from the unlinked copy
 
 
 @pytest.mark.parametrize(
@@ -116,9 +115,18 @@ def test_sensitive_values_by_name_part_or_by_name_and_redacted_even_when_cut() -
     assert strip_controls("a\x1b[2Kb\rc") == "c"
 
 
-def _run_wrapped(tmp_path: Path, script: str, *args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+NO_PYTHON = ("/nonexistent/bin/python3",)  # a node without python3 at any of the paths looked at
+
+
+def _run_wrapped(
+    tmp_path: Path,
+    script: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    python_paths: tuple[str, ...] | None = None,
+) -> tuple[int, str]:
     path = tmp_path / "batch.sh"
-    path.write_text(wrap_script(script))
+    path.write_text(wrap_script(script) if python_paths is None else wrap_script(script, python_paths=python_paths))
     environ = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp_path), **(env or {})}
     proc = subprocess.run(["/bin/sh", str(path), *args], env=environ, capture_output=True, text=True, cwd=tmp_path)
     return proc.returncode, proc.stderr
@@ -146,27 +154,16 @@ def test_death_by_signal_is_kept_outside_slurm_too(tmp_path: Path, sig: str) -> 
     assert wrapped == _run_plain(tmp_path, script) < 0
 
 
-def _path_without_python(tmp_path: Path) -> str:
-    """A PATH with the shell tools the batch shell uses, and no python3."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for tool in ("sh", "bash", "cat", "tail", "cksum", "mktemp", "chmod", "rm", "touch", "env"):
-        found = shutil.which(tool)
-        assert found, tool
-        (bin_dir / tool).symlink_to(found)
-    return str(bin_dir)
-
-
 def test_without_python3_the_script_runs_unwrapped_from_a_checked_copy(tmp_path: Path) -> None:
     script = "#!/bin/bash\ntouch ran\nexit 143\n"
-    code, err = _run_wrapped(tmp_path, script, env={"PATH": _path_without_python(tmp_path)})
+    code, err = _run_wrapped(tmp_path, script, python_paths=NO_PYTHON)
     assert (code, err) == (143, "") and (tmp_path / "ran").exists()
+    assert not list(tmp_path.glob("slurmapi-job.*")), "a copy of the script was left behind"
 
 
 def test_without_python3_a_script_that_cannot_be_copied_does_not_run(tmp_path: Path) -> None:
     script = "#!/bin/bash\ntouch ran\nexit 0\n"
-    env = {"PATH": _path_without_python(tmp_path), "TMPDIR": str(tmp_path / "missing")}
-    code, err = _run_wrapped(tmp_path, script, env=env)
+    code, err = _run_wrapped(tmp_path, script, env={"TMPDIR": str(tmp_path / "missing")}, python_paths=NO_PYTHON)
     assert code == 125 and "did not run" in err and not (tmp_path / "ran").exists()
 
 
@@ -267,3 +264,23 @@ def test_signals_reach_the_script_once_as_unwrapped_outside_slurm_too(
     wrapped = _signals_seen(tmp_path / "wrapped", ["/bin/sh", str(tmp_path / "batch.sh")], send)
     assert plain == expected
     assert wrapped == plain
+
+
+def test_without_the_wrapper_a_failure_says_in_one_line_how_to_turn_it_on() -> None:
+    from airflow_provider_slurmapi.slurm.job import REPORT_OUTPUT_HINT
+
+    failed = SlurmJob(job_id=4242, state_info=JobStateInfo(JobState.FAILED), source="live")
+    message = failed.failure_message(output_expected=False)
+    assert message.endswith("\n" + REPORT_OUTPUT_HINT) and "\n" not in REPORT_OUTPUT_HINT
+    for words in ("report_output=True", "[slurmapi] report_output", "every user of the cluster", "PrivateData"):
+        assert words in REPORT_OUTPUT_HINT
+    assert REPORT_OUTPUT_HINT not in failed.failure_message()  # a job not ours to wrap (a sensor's): nothing
+
+
+def test_a_node_without_python3_is_named() -> None:
+    """What the batch shell writes into Extra where it finds no python3, and the message when nothing came."""
+    extra = "airflow-output:\nairflow-provider-slurmapi: no python3 at /usr/bin/python3 on node n1: the script ran"
+    failed = SlurmJob(job_id=4242, state_info=JobStateInfo(JobState.FAILED), source="live", extra=extra)
+    assert "no python3 at /usr/bin/python3 on node n1" in failed.failure_message(output_expected=True)
+    silent = SlurmJob(job_id=4242, state_info=JobStateInfo(JobState.FAILED), source="live")
+    assert "python3" in silent.failure_message(output_expected=True)
