@@ -345,7 +345,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         if previous is not None:
             self.log.info("Earlier Slurm job %s %s; submitting a new one.", previous.job_id, previous.describe())
         self._adopted = False
-        return self._submit(context, prepared, earlier=previous.job_id if previous else None)
+        return self._submit(context, prepared)
 
     def poll_until_complete(self, external_id: Any, context: Context) -> None:
         """Wait for the job (or hand the wait to the triggerer); fails the task unless it COMPLETED."""
@@ -409,18 +409,18 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
             wrap=(lambda script, job: wrap_script(script, _redaction(job))) if self.report_output else None,
         )
 
-    def _submit(self, context: Context, prepared: PreparedSubmission, *, earlier: int | None) -> int:
+    def _submit(self, context: Context, prepared: PreparedSubmission) -> int:
         """Submit a new job for this task instance and remember its id where a retry looks first."""
         self._submitted_at = time.time()  # its first pending spell begins (pending_timeout)
         self._submitting = True
         try:
-            result = self.hook.submit_prepared(prepared, earlier_job_id=earlier)
+            result = self.hook.submit_prepared(prepared)
         finally:
             self._submitting = False
         self.job_id = result.job_id  # from here on, a kill cancels it
         if self._killed_while_submitting:
             self._cancel_on_late_kill(result.job_id)
-        self._copies_of = prepared.tag if result.resent else None
+        self._copies_of = result.send_marker if result.resent else None
         for warning in result.warnings:
             self.log.warning("Slurm accepted job %s with a warning: %s", result.job_id, warning)
         store = context.get("task_state_store")
@@ -569,7 +569,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
             job.job_id,
             job.describe(),
         )
-        job_id = self._submit(context, self._submission(context), earlier=job.job_id)
+        job_id = self._submit(context, self._submission(context))
         self.job_id = job_id
         self.push_xcom(context, JOB_ID_XCOM_KEY, job_id)
         return self._wait(context, job_id)
