@@ -143,3 +143,22 @@ with DAG(dag_id="slurm_live_sensor", **DEFAULTS) as _dag:
         **CLUSTER,
     )
 DAGS["sensor"] = _dag
+
+# A dead try: try 1 dies while its job runs on (the API is out longer than outage_tolerance_seconds, and
+# cancel_on_kill is off); the retry must reattach to that job, never submit a second one. Before Airflow 3.3
+# there is no task state store and Airflow clears try 1's XCom: the retry finds the job by its tag only.
+with DAG(dag_id="slurm_live_dead_try", **DEFAULTS) as _dag:
+    SlurmSubmitJobOperator(
+        task_id="job",
+        job=_job("dead-try"),
+        script="#!/bin/bash\nsleep 20\necho done\n",
+        deferrable=False,
+        poll_interval=POLL,
+        outage_tolerance_seconds=4,
+        cancel_on_kill=False,  # the job runs on after its try died
+        accounting_wait_seconds=None,
+        retries=1,
+        retry_delay=timedelta(seconds=2),
+        **CLUSTER,
+    )
+DAGS["dead_try"] = _dag
