@@ -717,9 +717,11 @@ class SlurmListJobsOperator(SlurmBaseOperator):
     """List the caller's own jobs of the live queue, or of the accounting history. Returns a list of job
     dicts, newest first, at most ``limit`` of them.
 
-    The caller is the Slurm user the Slurm Job API runs the calls as (``meta.client.user`` of its
-    answers). On a shared cluster every other user's jobs are their data: they are listed only when
-    asked for, with ``all_users=True`` or the history's ``users`` filter.
+    The caller is the Slurm account the Slurm Job API runs the calls as: the connection extra
+    ``slurm_user``, else the account the provider learned from a job it submitted through this connection
+    to this cluster (never ``meta.client.user``). Where neither is known the task fails naming the fixes,
+    never returning a silently empty list. On a shared cluster every other user's jobs are their data:
+    they are listed only when asked for, with ``all_users=True`` or the history's ``users`` filter.
 
     :param history: list from ``/slurmdb`` (finished jobs too) instead of the live queue.
     :param filters: ``/slurmdb`` filters, e.g. ``{"job_name": "train", "start_time": 1700000000}``

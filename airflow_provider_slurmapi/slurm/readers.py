@@ -186,7 +186,8 @@ def read_cancel(response: SlurmResponse) -> CancelOutcome:
 
 
 def caller_user(response: SlurmResponse) -> str | None:
-    """The Linux user the call ran as: ``meta.client.user`` of a slurmctld answer.
+    """What an answer says of its caller: ``meta.client.user`` of a slurmctld answer. Never trusted to tell
+    the caller's jobs (a real slurmrestd with ``rest_auth/jwt`` says ``root``): only compared, at debug level.
 
     slurmdbd answers (``/slurmdb/...``) leave it empty (seen on Slurm 24.11), so this is ``None`` there.
     """
