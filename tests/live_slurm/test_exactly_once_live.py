@@ -4,8 +4,8 @@ The connection has no ``slurm_user`` and the gateway answers ``meta.client.user`
 (``root``): the provider knows its account only from its own jobs. Try 1 dies while its job runs (the
 gateway answers every read of the job UNAVAILABLE beyond the task's ``outage_tolerance_seconds``, so
 nothing is learned from the job either); the outage ends once Airflow has given up on try 1. Run on Airflow 3.3 (``make test-slurm``) and 2.10.5 (``make test-slurm-airflow2105``:
-no task state store, the tag lookup alone, the path that submitted a second job before). The lost-answer
-and late-submit cases on real Slurm are ``test_fault_matrix_live.py``.
+no task state store, the tag lookup alone, the path that submitted a second job before). A submit carried
+out after the settle window leaves one job. The lost-answer cases on real Slurm are ``test_fault_matrix_live.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import connection_uri_env, load_dag
+from tests.conftest import connection_uri_env, load_dag, run_dag
 from tests.dag_runs.test_fail_fast import run_with_retries
 from tests.live_slurm.conftest import LIVE_DAG_FILE
 from tests.live_slurm.lab import Lab
@@ -81,3 +81,35 @@ def test_a_retry_after_a_try_that_died_while_its_job_ran_reattaches_to_it(
     assert re.search(rf"Reattaching to Slurm job {ids[0]}\b", out), out[-4000:]
     assert state == "success", out[-4000:]
     assert lab.final(ids[0], timeout=60).state == "COMPLETED"
+
+
+@pytest.mark.parametrize("deferrable", [True, False], ids=["deferrable", "sync"])
+def test_a_submit_carried_out_after_the_settle_window_leaves_one_job_running(
+    deferrable: bool, lab: Lab, emulator_factory: Any, credentials_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gateway answers the submit 503 at once and carries it out 6 s later, after the 4 s settle window:
+    the task has resent by then; the late copy (same send marker, newer) is cancelled while the task watches
+    its own job, which runs to its end. Nothing configured; meta.client.user says "root"."""
+    gateway = emulator_factory(slurmrestd=lab.url, slurm_token_file=lab.token_file, meta_client_user="slurmrestd")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT",
+        connection_uri_env(gateway, credentials_file, request_timeout=2, submit_settle_seconds=4),
+    )
+    for name, value in (
+        ("SLURMAPI_CLUSTER_ID", f"late-submit-{time.monotonic_ns()}"),  # no account kept from before
+        ("SLURMAPI_WORKDIR", "/tmp"),
+        ("SLURMAPI_PARTITION", "debug"),
+        ("SLURMAPI_POLL_INTERVAL", "1"),
+        ("SLURMAPI_DEFERRABLE", str(deferrable).lower()),
+    ):
+        monkeypatch.setenv(name, value)
+    gateway.add_fault("done-later=6@submit")
+    state, tasks = run_dag(load_dag("slurm_scenarios.py", "completes_slowly"))
+    assert gateway.faults() == [], "the late submit was not served: nothing tested"
+    ids = sorted(job["job_id"] for job in gateway.jobs())
+    records = {job_id: lab.final(job_id, timeout=120) for job_id in ids}
+    assert len(ids) == 2, f"the late send was not carried out: {records}"
+    ours, copy = ids
+    assert state == "success", tasks
+    assert records[ours].state == "COMPLETED", records
+    assert records[copy].state == "CANCELLED", records
