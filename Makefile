@@ -198,7 +198,7 @@ test-airflow31: $(VENV31)/.installed
 ## real Slurm with nothing configured, the exactly-once cases that have no task state store to lean on
 ## before 3.3 (SLURM2105_TESTS: a dead try's retry, lost submit answers, a submit carried out late).
 SLURM2105_TESTS ?= tests/live_slurm/test_exactly_once_live.py tests/live_slurm/test_fault_matrix_live.py
-SLURM2105_SELECT ?= died or settle or late or reset-after or 503-after
+SLURM2105_SELECT ?= died or settle or listing or late or reset-after or 503-after
 test-airflow2105: $(VENV2105)/.installed slurm-lab-up
 	$(PY2105) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not slurm and not deployment" $(AIRFLOW_SUITES_2)
 	@eval "$$(scripts/slurm-lab env)" && $(PY2105) -m pytest -q -p no:cacheprovider -m slurm $(SLURM2105_TESTS) \

@@ -10,6 +10,7 @@ out after the settle window leaves one job. The lost-answer cases on real Slurm 
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import connection_uri_env, load_dag, run_dag
+from tests.conftest import PROJECT, REGION, connection_uri_env, load_dag, run_dag
 from tests.dag_runs.test_fail_fast import run_with_retries
 from tests.live_slurm.conftest import LIVE_DAG_FILE
 from tests.live_slurm.lab import Lab
@@ -113,3 +114,26 @@ def test_a_submit_carried_out_after_the_settle_window_leaves_one_job_running(
     assert state == "success", tasks
     assert records[ours].state == "COMPLETED", records
     assert records[copy].state == "CANCELLED", records
+
+
+def test_the_default_listing_right_after_a_submit_shows_the_callers_own_jobs(lab: Lab) -> None:
+    """SlurmListJobsOperator() with nothing set, after the DAG submitted a held job: never a silent []."""
+    from airflow.models import Variable
+
+    from airflow_provider_slurmapi.account_store import variable_name
+    from tests.dag_runs.test_conventions import xcom_values
+    from tests.live_slurm.conftest import CLUSTER_ID, JOB_USER
+
+    with contextlib.suppress(Exception):  # nothing kept from earlier tests: learned from this DAG's submit
+        Variable.delete(variable_name("google_cloud_default", PROJECT, REGION, CLUSTER_ID))
+    dag_run = load_dag(LIVE_DAG_FILE, "list_own").test()
+    listed = xcom_values(dag_run)
+    held = listed.get("submit")
+    try:
+        assert str(dag_run.state) == "success", listed
+        own = listed["own"]
+        assert held in [job["job_id"] for job in own], own
+        assert {job["user"] for job in own} == {JOB_USER}, own  # the lab is shared: other tests' jobs too
+    finally:
+        if held:
+            lab.cancel(int(held))

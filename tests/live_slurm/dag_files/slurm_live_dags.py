@@ -16,6 +16,7 @@ from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
 from airflow_provider_slurmapi.operators.slurm import (
     SlurmCancelJobOperator,
     SlurmGetJobOperator,
+    SlurmListJobsOperator,
     SlurmSubmitJobOperator,
 )
 from airflow_provider_slurmapi.sensors.slurm import SlurmJobSensor
@@ -162,3 +163,15 @@ with DAG(dag_id="slurm_live_dead_try", **DEFAULTS) as _dag:
         **CLUSTER,
     )
 DAGS["dead_try"] = _dag
+
+# The default listing right after a submit, as a user gets it (no slurm_user): the caller's own jobs.
+with DAG(dag_id="slurm_live_list_own", **DEFAULTS) as _dag:
+    _held = SlurmSubmitJobOperator(
+        task_id="submit",
+        job=_job("list-own", hold=True),
+        script="#!/bin/bash\ntrue\n",
+        wait_for_completion=False,
+        **CLUSTER,
+    )
+    _held >> SlurmListJobsOperator(task_id="own", **CLUSTER)
+DAGS["list_own"] = _dag
