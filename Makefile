@@ -212,9 +212,15 @@ test-airflow31: $(VENV31)/.installed
 test-airflow34: $(VENV34)/.installed
 	$(PY34) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not slurm and not deployment" $(AIRFLOW_UNIT_SUITES)
 
-## The same on Airflow 2.10.5 under the pins of Composer's composer-2.15.3-airflow-2.10.5 image.
-test-airflow2105: $(VENV2105)/.installed
+## The same on Airflow 2.10.5 under the pins of Composer's composer-2.15.3-airflow-2.10.5 image; then, on
+## real Slurm with nothing configured, the exactly-once cases that have no task state store to lean on
+## before 3.3 (SLURM2105_TESTS: a dead try's retry, lost submit answers, a submit carried out late).
+SLURM2105_TESTS ?= tests/live_slurm/test_exactly_once_live.py tests/live_slurm/test_fault_matrix_live.py
+SLURM2105_SELECT ?= died or settle or listing or late or reset-after or 503-after
+test-airflow2105: $(VENV2105)/.installed slurm-lab-up
 	$(PY2105) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not slurm and not deployment" $(AIRFLOW_SUITES_2)
+	@eval "$$(scripts/slurm-lab env)" && $(PY2105) -m pytest -q -p no:cacheprovider -m slurm $(SLURM2105_TESTS) \
+		-k "$(SLURM2105_SELECT)"
 
 ## The sdist and the wheel as PyPI takes them (dist/), checked by twine (strict: a warning fails).
 dist: install
@@ -238,7 +244,8 @@ test-slurm: install slurm-lab-up
 ## Real Slurm 26.05 in its own lab (beside 24.11, own ports): the part of the live suite that differs
 ## by API version, with every version 26.05 serves (v0.0.42-45) and with "auto" (tests/README.md).
 SLURM26_TESTS ?= tests/live_slurm/test_versions_envelopes.py tests/live_slurm/test_outcomes.py \
-	tests/live_slurm/test_cancel.py tests/live_slurm/test_job_output.py
+	tests/live_slurm/test_cancel.py tests/live_slurm/test_job_output.py tests/live_slurm/test_tag_lookup_live.py \
+	tests/live_slurm/test_exactly_once_live.py tests/live_slurm/test_fault_matrix_live.py
 test-slurm-26: install
 	SLURM_LAB_SLURM=26.05 scripts/slurm-lab up
 	@export SLURM_LAB_SLURM=26.05 SLURM_LIVE_API_VERSION=auto && eval "$$(scripts/slurm-lab env)" && \

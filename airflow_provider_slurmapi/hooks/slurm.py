@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook, GoogleBaseHook
 
+from airflow_provider_slurmapi.account_store import account_store, variable_name
 from airflow_provider_slurmapi.slurm.accounting import Accounting
 from airflow_provider_slurmapi.slurm.client import ACCOUNTING_POLL_SECONDS, SlurmClientBase, SubmitOptions
 from airflow_provider_slurmapi.slurm.cluster import ClusterArgs, ClusterRef, cluster_ref
@@ -128,8 +129,13 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
             timeout=timeout or self._get_field("request_timeout"),
             retry_seconds=None if configured in (None, "") else float(configured),
         )
-        # The Linux user the API runs the calls as, when its answers do not say it right (see caller_user).
-        self._caller = str(self._get_field("slurm_user") or "").strip() or None
+        # The Linux user the API runs the calls as, if the connection says it (see caller_user); else the
+        # provider learns it from its own jobs and keeps it for this connection and cluster.
+        slurm_user = str(self._get_field("slurm_user") or "").strip()
+        if slurm_user:
+            self._account, self._account_from = slurm_user, "the connection's extra slurm_user"
+        else:
+            self.load_account, self.keep_account = account_store(self._account_variable)
         settle = submit_settle_seconds or self._get_field("submit_settle_seconds")
         if settle:
             self.submit_settle_seconds = float(settle)
@@ -152,6 +158,11 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
 
     def _target(self) -> ClusterRef:
         return self.cluster
+
+    def _account_variable(self) -> str:
+        """The Airflow Variable that keeps the account of this connection on this cluster."""
+        ref = self.cluster
+        return variable_name(ref.gcp_conn_id, ref.project_id, ref.region, ref.cluster_id)
 
     @cached_property
     def session(self) -> requests.Session:
@@ -242,9 +253,9 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         """Cancel a job; a finished or unknown job is not an error. A ``signal`` is never resent."""
         return self._run(self._cancel_plan(job_id, signal))
 
-    def cancel_later_copies(self, tag: str, keep_job_id: int) -> list[int]:
-        """After a resent submit: cancel the caller's jobs with ``tag`` newer than ``keep_job_id`` (their ids)."""
-        return self._run(self._later_copies_plan(tag, keep_job_id))
+    def cancel_later_copies(self, marker: str, keep_job_id: int) -> list[int]:
+        """After a resent submit: cancel our jobs with its send ``marker`` newer than ``keep_job_id`` (their ids)."""
+        return self._run(self._later_copies_plan(marker, keep_job_id))
 
     # -- submit: exactly one job --------------------------------------------------------------------
     def submit_job(
@@ -254,32 +265,32 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         *,
         tag: str | None = None,
         comment: str | None = None,
-        earlier_job_id: int | None = None,
     ) -> SubmitResult:
         """Submit a batch job with exactly one call; never start two copies of it.
 
-        Every job carries a tag in its ``comment`` (the task instance's, or a one-off one). A submit
-        whose answer is lost (no answer, 5xx, UNAVAILABLE, 401) is followed by look-ups of the tag, and
-        resent only if no job carries it once the service can no longer be acting on it (see
-        ``submit_settle_seconds``). ``earlier_job_id``: a job of an earlier try with the same tag,
-        never taken for this submit's.
+        Every job carries a tag in its ``comment`` (the task instance's, or a one-off one) and the send
+        marker of this submit. A submit whose answer is lost (no answer, 5xx, UNAVAILABLE, 401) is
+        followed by look-ups of the marker, and resent only if no job carries it once the service can
+        no longer be acting on it (see ``submit_settle_seconds``). Another try's job never counts.
         """
-        return self._run(self._submit_job_plan(job, script, tag=tag, comment=comment, earlier_job_id=earlier_job_id))
+        return self._run(self._submit_job_plan(job, script, tag=tag, comment=comment))
 
-    def submit_prepared(self, prepared: PreparedSubmission, *, earlier_job_id: int | None = None) -> SubmitResult:
+    def submit_prepared(self, prepared: PreparedSubmission, *, send_marker: str | None = None) -> SubmitResult:
         """:meth:`submit_job` of a submission already prepared (and so checked) by
         :func:`~airflow_provider_slurmapi.slurm.spec.prepare_submission`, e.g. by an operator to fail early.
 
         Sent as it is; one prepared without a tag gets a one-off tag first (a lost answer is settled by it).
+        ``send_marker`` is this submit's marker when the caller must know it first (a kill's reaper looks
+        for it); else a new one is made.
         """
-        return self._run(self._submit_plan(prepared, earlier_job_id=earlier_job_id))
+        return self._run(self._submit_plan(prepared, send_marker))
 
-    def start_reaper(self, *, marker: str, name: str | None, since: int, earlier_job_id: int | None) -> int:
+    def start_reaper(self, *, marker: str, name: str | None, since: int) -> int:
         """Start a detached process that cancels the job of a submit on its way (its process id).
 
-        For a task killed during a submit: the process outlives the task, looks for the job carrying
-        ``marker`` (submitted since ``since``, newer than ``earlier_job_id``) until the settle window
-        is over and cancels it (:mod:`~airflow_provider_slurmapi.slurm.reaper`). It gets this hook's
+        For a task killed during a submit: the process outlives the task, looks for our job carrying
+        the submit's send ``marker`` (submitted since ``since``) until the settle window is over and
+        cancels it (:mod:`~airflow_provider_slurmapi.slurm.reaper`). It gets this hook's
         current access token on its stdin, never anything else of the connection.
         """
         import time
@@ -300,9 +311,8 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
             name=name,
             since=since,
             deadline=time.time() + self.submit_settle_seconds,
-            earlier_job_id=earlier_job_id,
             timeout=self.timeout,
-            caller=self._caller,
+            account=self._known_account(),
             token=str(credentials.token),
         )
         return spawn(order)
@@ -310,20 +320,17 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
     def caller_user(self) -> str:
         """The caller's own Linux account on the cluster: every job this deployment submits is owned by it.
 
-        The Slurm Job API runs every call as the caller's account and every slurmctld answer names it
-        (``meta.client.user``). Learned from an answer already read, else from one small call.
-        Connection extra ``slurm_user`` overrides it: a plain slurmrestd with ``rest_auth/jwt`` over TCP
-        answers ``root`` there whoever the token's user is (seen on Slurm 24.11).
+        The connection extra ``slurm_user``, else the owner of a job this provider submitted through this
+        connection to this cluster (learned once, kept in an Airflow Variable). Never ``meta.client.user``:
+        a plain slurmrestd with ``rest_auth/jwt`` answers ``root`` there whoever the token's user is.
+        Raises :class:`~airflow_provider_slurmapi.slurm.errors.ConfigurationError` naming the fixes when unknown.
         """
-        return self._run(self._caller_plan())
+        return self._require_account()
 
-    def find_job_by_tag(
-        self, tag: str, *, name: str | None = None, since: int | None = None, user: str | None = None
-    ) -> SlurmJob | None:
-        """The newest job of the caller's own user that carries ``tag`` (``since``: epoch seconds, default a
-        week back). ``user`` defaults to :meth:`caller_user`; a different one narrows nothing, only the
-        caller's jobs are candidates. See ``SlurmClientBase._find_by_tag_plan`` for the means used."""
-        return self._run(self._find_by_tag_plan(tag, name=name, since=since, user=user))
+    def find_job_by_tag(self, tag: str, *, name: str | None = None, since: int | None = None) -> SlurmJob | None:
+        """The newest of our own jobs that carries ``tag`` (``since``: epoch seconds, default a week back).
+        See ``SlurmClientBase._our_jobs_plan`` for how our own jobs are told from other users'."""
+        return self._run(self._find_by_tag_plan(tag, name=name, since=since))
 
     def get_accounting(self, job_id: int) -> Accounting | None:
         """The history's summary of a finished job; ``None`` while it has no finished record of it."""
@@ -384,7 +391,8 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
                     self.timeout = sync_hook.timeout
                     self.retry_seconds = sync_hook.retry_seconds  # the argument, else the connection's extra
                     self.submit_settle_seconds = sync_hook.submit_settle_seconds
-                    self._caller = self._caller or sync_hook._caller  # connection extra slurm_user
+                    if self._account is None:  # connection extra slurm_user
+                        self._account, self._account_from = sync_hook._account, sync_hook._account_from
                     self._credentials = credentials
                     self._cluster = await asyncio.to_thread(lambda: sync_hook.cluster)
         return self._cluster
@@ -491,24 +499,23 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
     async def cancel_job(self, job_id: int, *, signal: str | None = None) -> CancelOutcome:
         return await self._run(self._cancel_plan(job_id, signal))
 
-    async def cancel_later_copies(self, tag: str, keep_job_id: int) -> list[int]:
-        return await self._run(self._later_copies_plan(tag, keep_job_id))
+    async def cancel_later_copies(self, marker: str, keep_job_id: int) -> list[int]:
+        return await self._run(self._later_copies_plan(marker, keep_job_id))
 
     async def submit_job(
         self, job: Mapping[str, Any] | None, script: str | None, **options: Unpack[SubmitOptions]
     ) -> SubmitResult:
         return await self._run(self._submit_job_plan(job, script, **options))
 
-    async def submit_prepared(self, prepared: PreparedSubmission, *, earlier_job_id: int | None = None) -> SubmitResult:
-        return await self._run(self._submit_plan(prepared, earlier_job_id=earlier_job_id))
+    async def submit_prepared(self, prepared: PreparedSubmission, *, send_marker: str | None = None) -> SubmitResult:
+        return await self._run(self._submit_plan(prepared, send_marker))
 
     async def caller_user(self) -> str:
-        return await self._run(self._caller_plan())
+        await self._prepare()
+        return self._require_account()
 
-    async def find_job_by_tag(
-        self, tag: str, *, name: str | None = None, since: int | None = None, user: str | None = None
-    ) -> SlurmJob | None:
-        return await self._run(self._find_by_tag_plan(tag, name=name, since=since, user=user))
+    async def find_job_by_tag(self, tag: str, *, name: str | None = None, since: int | None = None) -> SlurmJob | None:
+        return await self._run(self._find_by_tag_plan(tag, name=name, since=since))
 
     async def get_accounting(self, job_id: int) -> Accounting | None:
         return await self._run(self._accounting_plan(job_id))

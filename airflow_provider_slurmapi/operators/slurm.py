@@ -35,6 +35,7 @@ from airflow_provider_slurmapi.operators.base import (
     parse_job_id,
     permanent_message,
 )
+from airflow_provider_slurmapi.slurm.client import send_marker
 from airflow_provider_slurmapi.slurm.errors import (
     ConfigurationError,
     JobNotFoundError,
@@ -261,7 +262,8 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         self._submitted_at: float | None = None
         self._submitting = False  # a submit is on its way: a kill now must wait for the job's id
         self._killed_while_submitting = False
-        self._in_flight: tuple[PreparedSubmission, int | None] | None = None
+        # The submit on its way and its send marker: what a kill's reaper looks for (on_kill).
+        self._in_flight: tuple[PreparedSubmission, str] | None = None
         if report_output is None:
             report_output = conf.getboolean("slurmapi", "report_output", fallback=False)
         self.report_output = report_output
@@ -381,7 +383,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         if previous is not None:
             self.log.info("Earlier Slurm job %s %s; submitting a new one.", previous.job_id, previous.describe())
         self._adopted = False
-        return self._submit(context, prepared, earlier=previous.job_id if previous else None)
+        return self._submit(context, prepared)
 
     def poll_until_complete(self, external_id: Any, context: Context) -> None:
         """Wait for the job (or hand the wait to the triggerer); fails the task unless it COMPLETED."""
@@ -445,14 +447,15 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
             wrap=(lambda script, job: wrap_script(script, _redaction(job))) if self.report_output else None,
         )
 
-    def _submit(self, context: Context, prepared: PreparedSubmission, *, earlier: int | None) -> int:
+    def _submit(self, context: Context, prepared: PreparedSubmission) -> int:
         """Submit a new job for this task instance and remember its id where a retry looks first."""
         self._submitted_at = time.time()  # its first pending spell begins (pending_timeout)
         self._submitting = True
-        self._in_flight = (prepared, earlier)  # what a kill's reaper looks for (on_kill)
+        marker = send_marker()
+        self._in_flight = (prepared, marker)
         try:
             with _sigterm_waits_for_the_answer(self.on_kill):
-                result = self.hook.submit_prepared(prepared, earlier_job_id=earlier)
+                result = self.hook.submit_prepared(prepared, send_marker=marker)
         except AirflowTaskTimeout:  # execution_timeout raised inside the request: the job is never named here
             self.on_kill()
             raise
@@ -461,7 +464,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         self.job_id = result.job_id  # from here on, a kill cancels it
         if self._killed_while_submitting:
             self._cancel_on_late_kill(result.job_id)
-        self._copies_of = prepared.tag if result.resent else None
+        self._copies_of = result.send_marker if result.resent else None
         for warning in result.warnings:
             self.log.warning("Slurm accepted job %s with a warning: %s", result.job_id, warning)
         store = context.get("task_state_store")
@@ -613,7 +616,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
             job.job_id,
             job.describe(),
         )
-        job_id = self._submit(context, self._submission(context), earlier=job.job_id)
+        job_id = self._submit(context, self._submission(context))
         self.job_id = job_id
         self.push_xcom(context, JOB_ID_XCOM_KEY, job_id)
         return self._wait(context, job_id)
@@ -647,19 +650,17 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
     def _start_reaper(self) -> None:
         """Start the detached process that cancels the submit's job if this one dies before the answer."""
         assert self._in_flight is not None
-        prepared, earlier = self._in_flight
-        assert prepared.tag is not None
+        prepared, marker = self._in_flight
         try:
             pid = self.hook.start_reaper(
-                marker=prepared.tag,  # the task's tag with the send time, until the per-send marker lands
+                marker=marker,
                 name=prepared.job.get("name"),
                 since=int(self._submitted_at or time.time()) - CLOCK_SKEW_SECONDS,
-                earlier_job_id=earlier,
             )
         except Exception as exc:  # on_kill must end; the in-process cancel still runs if the answer comes
             self.log.error("Could not start the process that cancels the job of a killed submit: %s", exc)
         else:
-            self.log.info("Process %s cancels the job carrying tag %s should this task die first.", pid, prepared.tag)
+            self.log.info("Process %s cancels the job carrying %s should this task die first.", pid, marker)
 
     def _cancel_on_late_kill(self, job_id: int) -> NoReturn:
         """The task was killed while ``job_id`` was being submitted: cancel it and end the task."""
@@ -802,9 +803,11 @@ class SlurmListJobsOperator(SlurmBaseOperator):
     """List the caller's own jobs of the live queue, or of the accounting history. Returns a list of job
     dicts, newest first, at most ``limit`` of them.
 
-    The caller is the Slurm user the Slurm Job API runs the calls as (``meta.client.user`` of its
-    answers). On a shared cluster every other user's jobs are their data: they are listed only when
-    asked for, with ``all_users=True`` or the history's ``users`` filter.
+    The caller is the Slurm account the Slurm Job API runs the calls as: the connection extra
+    ``slurm_user``, else the account the provider learned from a job it submitted through this connection
+    to this cluster (never ``meta.client.user``). Where neither is known the task fails naming the fixes,
+    never returning a silently empty list. On a shared cluster every other user's jobs are their data:
+    they are listed only when asked for, with ``all_users=True`` or the history's ``users`` filter.
 
     :param history: list from ``/slurmdb`` (finished jobs too) instead of the live queue.
     :param filters: ``/slurmdb`` filters, e.g. ``{"job_name": "train", "start_time": 1700000000}``

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypedDict, TypeVar, Unpack
 
@@ -30,6 +31,7 @@ from airflow_provider_slurmapi.slurm.cluster import ClusterRef
 from airflow_provider_slurmapi.slurm.envelope import HttpMethod, SlurmResponse, encode_request, parse_envelope
 from airflow_provider_slurmapi.slurm.errors import (
     ApiConnectionError,
+    ConfigurationError,
     InvalidArgumentError,
     MalformedRecordError,
     MalformedResponseError,
@@ -72,7 +74,7 @@ from airflow_provider_slurmapi.slurm.readers import (
 from airflow_provider_slurmapi.slurm.retry import DEFAULT_RETRY_SECONDS, backoff_seconds, is_transient
 from airflow_provider_slurmapi.slurm.spec import CLOCK_SKEW_SECONDS, PreparedSubmission, prepare_submission
 from airflow_provider_slurmapi.slurm.states import JobStateInfo
-from airflow_provider_slurmapi.slurm.tag import newest_tagged, own_tagged
+from airflow_provider_slurmapi.slurm.tag import carries_tag, own_tagged
 
 T = TypeVar("T")
 
@@ -92,15 +94,17 @@ ACCOUNTING_POLL_SECONDS = 2.0
 TAG_LOOKBACK_SECONDS = 7 * 24 * 3600
 # After a lost submit answer, how much longer than the request timeout the service may still act on it.
 SUBMIT_SETTLE_MARGIN_SECONDS = 30.0
+# The marker of one submit call (all its resends), beside the task's tag in the job's comment.
+SEND_MARKER_PREFIX = "slurmapi-send="
+# Accounts that run Slurm itself, never a caller of the Job API: a job they own is never taken for ours.
+NOT_A_CALLER = frozenset({"root", "slurm", "slurmrestd"})
 
 
 class SubmitOptions(TypedDict, total=False):
-    """How a job is submitted: its task's ``tag`` (else a one-off one), its ``comment``, and the job of an
-    earlier try with the same tag (``earlier_job_id``), never taken for this submit's."""
+    """How a job is submitted: its task's ``tag`` (else a one-off one) and its ``comment``."""
 
     tag: str | None
     comment: str | None
-    earlier_job_id: int | None
 
 
 class PostTokenRefused(UnauthenticatedError):
@@ -120,8 +124,13 @@ class SlurmClientBase:
     retry_seconds: float
     retry_initial_wait: float
     state_endpoint: bool
-    # The Linux user the calls run as (``meta.client.user``), from the first slurmctld answer that names it.
-    _caller: str | None = None
+    # The caller's Linux account on the cluster (every job it submits is owned by it), and how it is known:
+    # the connection's slurm_user, or learned from the provider's own jobs (see _learn_account).
+    _account: str | None = None
+    _account_from: str = ""
+    # The Airflow-side store of the learned account (plain callbacks: the core knows nothing of Airflow).
+    load_account: Callable[[], str | None] | None = None
+    keep_account: Callable[[str], None] | None = None
 
     def _init_client(self, cluster: ClusterRef, *, timeout: float | None, retry_seconds: float | None) -> None:
         # api_version "auto": paths carry a placeholder until the version is negotiated (resolve_path).
@@ -137,6 +146,9 @@ class SlurmClientBase:
         self.state_endpoint = True
         # After a lost submit answer, how long the job is looked for before the submit is sent again.
         self.submit_settle_seconds = self.timeout + SUBMIT_SETTLE_MARGIN_SECONDS
+        # Jobs whose submit answer this client read: their owner is the caller's account.
+        self._submitted: set[int] = set()
+        self._account_loaded = False
 
     def _target(self) -> ClusterRef:
         """The cluster the transport talks to (with the connection's project and endpoint)."""
@@ -240,8 +252,11 @@ class SlurmClientBase:
 
     def _answered(self, response: SlurmResponse) -> SlurmResponse:
         log_slurm_warnings(self._logger, response, self._warned)
-        if self._caller is None:
-            self._caller = caller_user(response)
+        named = caller_user(response)
+        if named and self._account and named != self._account:  # meta may confirm, never decide
+            self._logger.debug(
+                "The answer names %s as its caller (meta.client.user); the caller is %s.", named, self._account
+            )
         if self.api_version is not None and not self._release_checked:
             self._release_checked = True
             notice = deprecation_notice(self.api_version, slurm_release(response))
@@ -318,10 +333,13 @@ class SlurmClientBase:
         return one_call(SlurmRequest(method, path, _as_is, body, retry))
 
     def _live_job_plan(self, job_id: int) -> Plan[SlurmJob | None]:
-        return one_call(SlurmRequest("GET", self.paths.job(job_id), read_live_job, reread=True))
+        job: SlurmJob | None = yield SlurmRequest("GET", self.paths.job(job_id), read_live_job, reread=True)
+        return self._owner_seen(job)
 
     def _history_job_plan(self, job_id: int) -> Plan[SlurmJob | None]:
-        return one_call(SlurmRequest("GET", self.paths.history_job(job_id), read_history_job, reread=True))
+        path = self.paths.history_job(job_id)
+        job: SlurmJob | None = yield SlurmRequest("GET", path, read_history_job, reread=True)
+        return self._owner_seen(job)
 
     def _job_plan(self, job_id: int) -> Plan[SlurmJob | None]:
         """The job from the live queue, or from the history once it has left it; ``None`` if neither knows it.
@@ -347,36 +365,178 @@ class SlurmClientBase:
         return one_call(SlurmRequest("GET", path, lambda response: read_jobs(response, history=history)))
 
     def _own_jobs_plan(self, *, history: bool, filters: Mapping[str, Any]) -> Plan[list[SlurmJob]]:
-        """The caller's own jobs: the history filtered by user where Slurm filters (``users=``), the live
-        queue filtered here. The caller is the connection's ``slurm_user``, else ``meta.client.user`` of the
-        first slurmctld answer that names it (a ping first when none has yet: slurmdbd answers name nobody)."""
+        """The caller's own jobs: the history filtered by Slurm (``users=`` the caller's account), the live
+        queue filtered here. The account is the connection's ``slurm_user``, else the one the provider
+        learned from its own jobs (see :meth:`_learn_account`); never what an answer's ``meta`` says."""
+        account = self._require_account()
         if history:
-            if self._caller is None:
-                ping: SlurmResponse = yield SlurmRequest("GET", self.paths.ping(), _as_is)
-                ping.raise_for_errors()
-            path = self.paths.history_jobs(**{**filters, "users": [self._require_caller()]})
-            answer: SlurmResponse = yield SlurmRequest("GET", path, _as_is)
-            return read_jobs(answer, history=True)
-        live: SlurmResponse = yield SlurmRequest("GET", self.paths.jobs(), _as_is)
-        jobs = read_jobs(live, history=False)
-        user = self._caller or caller_user(live)
-        if user is None:
-            raise self._no_caller(live)
-        return [job for job in jobs if job.user == user]
+            path = self.paths.history_jobs(**{**filters, "users": [account]})
+            listed: list[SlurmJob] = yield SlurmRequest("GET", path, _history_list)
+            return listed
+        live: list[SlurmJob] = yield SlurmRequest("GET", self.paths.jobs(), _live_list)
+        return [job for job in live if job.user == account]
 
-    def _require_caller(self) -> str:
-        if self._caller is None:
-            raise self._no_caller(None)
-        return self._caller
+    def _require_account(self) -> str:
+        """The caller's account, or an error that names the fixes when it is not known yet."""
+        account = self._known_account()
+        if account is None:
+            raise ConfigurationError(
+                f"The caller's own jobs on {self._target()} cannot be told from other users' jobs yet: the provider "
+                "learns its Linux account from the first job it submits through this connection to this cluster, "
+                "and none has been. Set the connection extra slurm_user to the Linux user the calls run as, list "
+                "every user's jobs (all_users=True, or the history filter users=[...]), or submit a job first."
+            )
+        return account
 
-    @staticmethod
-    def _no_caller(response: SlurmResponse | None) -> SlurmApiError:
-        where = f"The answer to {response.method} {response.path}" if response is not None else "No answer"
-        return SlurmApiError(
-            f"{where} does not name the calling user (meta.client.user), so the caller's own jobs cannot be told "
-            "apart from other users'. Set the connection extra slurm_user to the Linux user the calls run as, list "
-            "every user's jobs explicitly (all_users=True), or name the users (history filters users=[...])."
-        )
+    # -- who we are on the cluster -------------------------------------------------------------------
+    def _known_account(self) -> str | None:
+        """The caller's account if known: the connection's ``slurm_user``, learned here, or kept from before."""
+        if self._account is None and not self._account_loaded and self.load_account is not None:
+            self._account_loaded = True
+            try:
+                kept = self.load_account()
+            except Exception as exc:  # the store is a help, never a reason to fail a call
+                self._logger.warning("Could not read the kept Slurm account of this connection: %s", exc)
+                kept = None
+            if kept and kept not in NOT_A_CALLER:
+                self._account, self._account_from = kept, "kept from an earlier job of this connection"
+        return self._account
+
+    def _learn_account(self, user: str | None, how: str) -> None:
+        """Take ``user`` as the caller's account: the owner of a job that is ours by a fact the provider
+        established itself (its submit answer was read here; or the oldest job carrying a marker only this
+        deployment can make). Kept for later tasks through ``keep_account``; the connection's
+        ``slurm_user`` is never replaced."""
+        if not user or user in NOT_A_CALLER:
+            return
+        known = self._known_account()
+        if known == user:
+            return
+        if known is not None:
+            self._logger.warning(
+                "Slurm account %s owns %s, but the caller's account is %s (%s): keeping %s.",
+                user,
+                how,
+                known,
+                self._account_from,
+                known,
+            )
+            return
+        self._account, self._account_from = user, how
+        self._logger.info("The calls run as Slurm account %s: it owns %s.", user, how)
+        if self.keep_account is not None:
+            try:
+                self.keep_account(user)
+            except Exception as exc:
+                self._logger.warning("Could not keep the Slurm account %s for later tasks: %s", user, exc)
+
+    def _owner_seen(self, job: SlurmJob | None) -> SlurmJob | None:
+        """A job read: if this client read its submit answer, its owner is the caller's account."""
+        if job is not None and self._account is None and (job.array_job_id or job.job_id) in self._submitted:
+            self._learn_account(job.user, f"job {job.job_id}, whose submit answer the provider read")
+        return job
+
+    # -- the one lookup of our own jobs --------------------------------------------------------------
+    def _our_jobs_plan(
+        self, marker: str, *, name: str | None = None, since: int | None = None, history: bool = True
+    ) -> Plan[list[SlurmJob]]:
+        """Our own jobs carrying ``marker`` (a task's tag, or one submit's send marker), oldest first.
+
+        The one lookup of the lost-answer settle, the retry's lookup and the copy sweep. With ``history``
+        it asks the history first (by job ``name`` and submit time, and by user when the caller's account
+        is known: its answer grows with this task's jobs, not with the cluster), then the live queue
+        (every job of the cluster, comments included) unless the history told all (see
+        :func:`_history_tells_all`); the sweep asks the live queue only. Ownership is
+        decided by facts the provider established itself, never by an answer's ``meta``: the known
+        account, else the owner of the OLDEST job carrying the marker. The marker is an HMAC or a random
+        value no one can know before the provider's own job showed it, so any copy of it is newer. A
+        job owned by an account that cannot be a caller (root, slurm, slurmrestd) never counts, nor one
+        of another user carrying a copy of the marker. An array is one job, known by its array's id.
+        """
+        history_jobs: list[SlurmJob] = []
+        if history:
+            account = self._known_account()
+            start = since if since is not None else int(time.time()) - TAG_LOOKBACK_SECONDS
+            path = self.paths.history_jobs(job_name=name, start_time=start, users=[account] if account else None)
+            try:
+                history_jobs = yield SlurmRequest("GET", path, _history_list)
+            except SlurmApiError as exc:
+                # The live queue keeps every job of the settle window (MinJobAge): it answers alone.
+                self._logger.warning("The history cannot answer (%s); looking for %s in the live queue.", exc, marker)
+        live_jobs: list[SlurmJob] = []
+        if not _history_tells_all(history_jobs, marker):
+            live_jobs = yield SlurmRequest("GET", self.paths.jobs(), _live_list)
+        jobs = [*live_jobs, *history_jobs]
+        marked = [job for job in jobs if job.user and job.user not in NOT_A_CALLER and carries_tag(job.comment, marker)]
+        if not marked:
+            return []
+        owner = self._known_account()
+        if owner is None:
+            oldest = min(marked, key=_job_key)
+            owner = oldest.user or ""
+            # Fact (b) holds only if our original shows its marker: an older record whose comment the history
+            # did not keep (and that has left the live queue) may be it. Then a different owner cannot be told.
+            live_ids = {_job_key(job) for job in live_jobs}
+            hiding = {
+                job.user
+                for job in history_jobs
+                if not job.comment
+                and _job_key(job) < _job_key(oldest)
+                and _job_key(job) not in live_ids
+                and (since is None or job.submit_time is None or job.submit_time >= since)
+            }
+            if hiding - {owner}:
+                self._logger.warning(
+                    "Slurm job %s is the oldest carrying %s, but older jobs named %s of %s keep no comment in the "
+                    "history: which is ours cannot be told, so none is taken. Set the connection extra slurm_user "
+                    "to the Linux user the calls run as.",
+                    _job_key(oldest),
+                    marker,
+                    name,
+                    ", ".join(sorted(str(user) for user in hiding)),
+                )
+                return []
+            self._learn_account(owner, f"job {_job_key(oldest)}, the oldest carrying {marker}")
+        others = sorted({job.job_id for job in marked if job.user != owner})
+        if others:
+            self._logger.warning(
+                "Slurm jobs %s of other users carry %s too: never taken for ours, never cancelled.",
+                ", ".join(map(str, others)),
+                marker,
+            )
+        return own_tagged(marked, marker, user=owner, since=since)
+
+    def _copies_plan(self, marker: str, keep_job_id: int | None) -> Plan[tuple[int | None, list[int]]]:
+        """The one copy sweep: cancel our unfinished jobs carrying this submit's ``marker`` that are newer
+        than ``keep_job_id`` (else than the oldest, which is kept); the job kept and the ids cancelled.
+
+        After a resend, the front end may carry out an earlier send of the same submit at any time: such a
+        copy carries the same send marker and a higher job id. The live queue is enough (a copy that has
+        ended needs no cancel). A job of another user, or of another try (another marker), is never touched.
+        """
+        ours = yield from self._our_jobs_plan(marker, history=False)
+        keep = keep_job_id if keep_job_id is not None else (ours[0].job_id if ours else None)
+        copies = [job.job_id for job in ours if keep is not None and job.job_id > keep and not job.is_finished]
+        for job_id in copies:
+            self._logger.warning(
+                "Slurm job %s carries %s too: an earlier send of the submit was carried out late. Cancelling it; "
+                "the task goes on with job %s.",
+                job_id,
+                marker,
+                keep,
+            )
+            yield from self._cancel_plan(job_id)
+        return keep, copies
+
+    def _later_copies_plan(self, marker: str, keep_job_id: int) -> Plan[list[int]]:
+        """While a job whose submit was resent is watched: cancel its late copies (see :meth:`_copies_plan`)."""
+        _, copies = yield from self._copies_plan(marker, keep_job_id)
+        return copies
+
+    def _find_by_tag_plan(self, tag: str, *, name: str | None, since: int | None) -> Plan[SlurmJob | None]:
+        """The newest of our own jobs that carry ``tag`` (a retry looks for an earlier try's job)."""
+        ours = yield from self._our_jobs_plan(tag, name=name, since=since)
+        return ours[-1] if ours else None
 
     def _partitions_plan(self, *, retry: bool | None = None) -> Plan[list[str]]:
         return one_call(SlurmRequest("GET", self.paths.partitions(), read_partition_names, retry=retry))
@@ -413,35 +573,6 @@ class SlurmClientBase:
                     del tasks[first_entry:]
         return dict((yield from self._live_jobs_plan(ids)))
 
-    def _later_copies_plan(self, tag: str, keep_job_id: int) -> Plan[list[int]]:
-        """Cancel the caller's own jobs carrying ``tag`` that are newer than ``keep_job_id``.
-
-        After a resend, the front end may still carry out an earlier send of the same submit, at any
-        time: such a copy carries the task's tag and a higher job id than the job the task watches.
-        One read of the live queue (its answer names the caller, ``meta.client.user``); never a job of
-        another user. Asked only by a watch whose submit was resent.
-        """
-        response: SlurmResponse = yield SlurmRequest("GET", self.paths.jobs(), _as_is)
-        user = self._caller or caller_user(response)
-        if not user:
-            self._logger.warning("The live queue's answer names no caller: not looking for copies of tag %s.", tag)
-            return []
-        copies = [
-            job.job_id
-            for job in own_tagged(read_jobs(response, history=False), tag, user=user)
-            if job.job_id > keep_job_id and not job.is_finished
-        ]
-        for job_id in copies:
-            self._logger.warning(
-                "Slurm job %s carries tag %s too: an earlier send of the submit was carried out late. Cancelling "
-                "it; the task goes on with job %s.",
-                job_id,
-                tag,
-                keep_job_id,
-            )
-            yield from self._cancel_plan(job_id)
-        return copies
-
     def _cancel_plan(self, job_id: int, signal: str | None = None) -> Plan[CancelOutcome]:
         """Cancel a job. Cancelling a finished or unknown job is not an error; the outcome says which.
 
@@ -459,68 +590,6 @@ class SlurmClientBase:
         self._logger.info("Cancel of Slurm job %s: %s", job_id, outcome.value)
         return outcome
 
-    # -- who we are on the cluster -------------------------------------------------------------------
-    def _caller_plan(self) -> Plan[str]:
-        """The caller's own Linux account on the cluster: every job this deployment submits is owned by it.
-
-        Learned from an answer already read (``meta.client.user``), else from one small call; connection
-        extra ``slurm_user`` overrides it (a plain slurmrestd with ``rest_auth/jwt`` answers ``root``).
-        """
-        if self._caller is None:
-            yield SlurmRequest("GET", self.paths.partitions(), _as_is)
-        if self._caller is None:
-            raise MalformedResponseError(
-                f"The answers of {self._target()} do not name their caller (meta.client.user is empty): the "
-                "provider cannot tell its own Slurm jobs from other users' jobs, so it adopts none. Check that "
-                "the endpoint is the Slurm Job API (or a slurmrestd that authenticates each caller)."
-            )
-        return self._caller
-
-    # -- the tag lookup ------------------------------------------------------------------------------
-    def _find_by_tag_plan(
-        self, tag: str, *, name: str | None, since: int | None, user: str | None
-    ) -> Plan[SlurmJob | None]:
-        """The newest job of the caller's own user that carries ``tag``, by the narrowest means that answers.
-
-        The history first, filtered by job name, user and a time window: its answer grows with this
-        task's jobs, not with the cluster. The live queue (every job of the cluster) only when the
-        history cannot answer: no accounting storage, an error, or records without comments (the
-        cluster does not store them: ``AccountingStoreFlags=job_comment`` is not set). A job of another
-        user is never returned, whatever its comment.
-        """
-        own = yield from self._caller_plan()
-        if user is not None and user != own:
-            self._logger.warning(
-                "Job owner %s is not the caller %s: looking for the caller's own jobs only.", user, own
-            )
-        start = since if since is not None else int(time.time()) - TAG_LOOKBACK_SECONDS
-        path = self.paths.history_jobs(job_name=name, start_time=start, users=[own])
-        live_jobs = SlurmRequest("GET", self.paths.jobs(), _live_list)
-        try:
-            history: list[SlurmJob] = yield SlurmRequest("GET", path, _history_list)
-        except SlurmApiError as exc:
-            self._logger.warning("The history cannot answer (%s); looking for tag %s in the live queue.", exc, tag)
-        else:
-            if not history:
-                return None
-            if not any(job.comment for job in history):
-                self._logger.info("The history keeps no job comments; looking for tag %s in the live queue.", tag)
-            elif all(job.comment or job.is_finished for job in history):
-                return newest_tagged(history, tag, user=own)
-            else:
-                # slurmdbd stores a job's comment when the job ends (AccountingStoreFlags=job_comment): a
-                # job still pending or running shows none there, so its tag is read from the live queue.
-                return newest_tagged([*history, *(yield live_jobs)], tag, user=own)
-        return newest_tagged((yield live_jobs), tag, user=own)
-
-    def _tagged_everywhere_plan(self, tag: str, *, name: str | None, since: int) -> Plan[list[SlurmJob]]:
-        """This task's jobs submitted since ``since``, from the live queue and the history, oldest first."""
-        live: list[SlurmJob] = yield SlurmRequest("GET", self.paths.jobs(), _live_list)
-        user = yield from self._caller_plan()
-        path = self.paths.history_jobs(job_name=name, start_time=since, users=[user])
-        history: list[SlurmJob] = yield SlurmRequest("GET", path, _history_list)
-        return own_tagged([*live, *history], tag, user=user, since=since)
-
     # -- submit-once: exactly one job ----------------------------------------------------------------
     def _submit_job_plan(
         self, job: Mapping[str, Any] | None, script: str | None, **options: Unpack[SubmitOptions]
@@ -528,13 +597,15 @@ class SlurmClientBase:
         """Prepare (check, tag) a batch job and submit it exactly once."""
         tag, comment = options.get("tag"), options.get("comment")
         prepared = prepare_submission(job, script, tag=tag or one_off_tag(), comment=comment)
-        return self._submit_plan(prepared, earlier_job_id=options.get("earlier_job_id"))
+        return self._submit_plan(prepared)
 
-    def _submit_plan(self, prepared: PreparedSubmission, *, earlier_job_id: int | None) -> Plan[SubmitResult]:
+    def _submit_plan(self, prepared: PreparedSubmission, marker: str | None = None) -> Plan[SubmitResult]:
         """Submit a prepared batch job exactly once (see ``SlurmApiHook.submit_job``).
 
-        One prepared without a tag gets a one-off tag first (a lost answer is settled by it). A rejected
-        partition is named with the cluster's partitions.
+        One prepared without a tag gets a one-off tag first. This submit (all its resends) gets its own
+        send marker beside the tag (``marker``, else a new one): a lost answer, the copy sweep and a
+        killed task's reaper look for it, never for another try's job. A rejected partition is named with
+        the cluster's partitions.
         """
         if not prepared.tag:
             tagged = prepare_submission(prepared.job, prepared.payload.get("script"), tag=one_off_tag())
@@ -542,7 +613,8 @@ class SlurmClientBase:
         for note in prepared.notes:
             self._logger.info("%s", note)
         try:
-            return (yield from self._submit_once_plan(prepared, earlier_job_id))
+            marker = marker or send_marker()
+            return (yield from self._submit_once_plan(with_send_marker(prepared, marker), marker))
         except SubmitRejectedError as exc:
             if exc.kind == "partition":
                 exc.name_partitions((yield from self._partition_names_for_message_plan()))
@@ -556,16 +628,15 @@ class SlurmClientBase:
             self._logger.warning("Could not list the cluster's partitions: %s", exc)
             return []
 
-    def _submit_once_plan(self, prepared: PreparedSubmission, earlier_job_id: int | None) -> Plan[SubmitResult]:
+    def _submit_once_plan(self, prepared: PreparedSubmission, marker: str) -> Plan[SubmitResult]:
         """Send the submit once; on a lost answer, look for the job until the settle window is over first.
 
         A lost answer (no answer, 5xx, UNAVAILABLE, 429, a garbled one, or a 401) does not say whether
         Slurm created the job, and the service may still act on it after the client gave up. The submit
-        is sent again only when lookups have found no job with its tag for ``submit_settle_seconds``
-        after it was sent; after any resend the tag is looked up again and, should two jobs carry it,
-        the newer is cancelled.
+        is sent again only when lookups have found no job with this submit's send ``marker`` for
+        ``submit_settle_seconds`` after it was sent; after any resend the one copy sweep keeps the oldest
+        job with the marker and cancels the others.
         """
-        assert prepared.tag
         deadline = (yield NOW) + max(self.retry_seconds, self.submit_settle_seconds)
         since = int(time.time()) - CLOCK_SKEW_SECONDS  # Slurm's wall clock, not a wait
         resent = False
@@ -577,92 +648,75 @@ class SlurmClientBase:
             except SlurmApiError as exc:
                 if not answer_lost(exc):
                     raise
-                found = yield from self._settle_lost_submit_plan(prepared, exc, sent, since, earlier_job_id)
+                found = yield from self._settle_lost_submit_plan(prepared, marker, exc, sent, since)
                 if found is not None:
-                    return SubmitResult(job_id=found.job_id, resent=resent)
+                    return SubmitResult(job_id=found.job_id, resent=resent, send_marker=marker)
                 if (yield NOW) >= deadline:
                     raise
                 resent = True
                 continue
+            self._submitted.add(result.job_id)
             self._logger.info("Submitted Slurm job %s to %s", result.job_id, self._target())
+            if self._known_account() is None:
+                yield from self._learn_from_submitted_plan(result.job_id)
+            result = replace(result, send_marker=marker)
             if resent:
-                kept = yield from self._drop_duplicate_jobs_plan(prepared, result, since, earlier_job_id)
-                result = replace(kept, resent=True)
+                result = yield from self._drop_duplicate_jobs_plan(marker, result)
             return result
 
+    def _learn_from_submitted_plan(self, job_id: int) -> Plan[None]:
+        """The account is not known yet: read the job just submitted once, its owner is the caller's account
+        (kept, so this costs one call once per connection and cluster). A failure only leaves it unknown."""
+        try:
+            yield from self._live_job_plan(job_id)
+        except SlurmApiError as exc:
+            self._logger.warning("Could not read Slurm job %s to learn the caller's account: %s", job_id, exc)
+
     def _settle_lost_submit_plan(
-        self, prepared: PreparedSubmission, exc: SlurmApiError, sent: float, since: int, earlier_job_id: int | None
+        self, prepared: PreparedSubmission, marker: str, exc: SlurmApiError, sent: float, since: int
     ) -> Plan[SlurmJob | None]:
-        """Look for the job of a lost submit until ``submit_settle_seconds`` after it was sent."""
-        assert prepared.tag
+        """Look for the job of a lost submit (its send ``marker``) until ``submit_settle_seconds`` after it was sent."""
         settled_at = sent + self.submit_settle_seconds
         pause = min(10.0, max(0.5, self.submit_settle_seconds / 4))
         self._logger.warning(
-            "The answer to the submit was lost (%s). Looking for tag %s for up to %.0fs before sending it again.",
+            "The answer to the submit was lost (%s). Looking for %s for up to %.0fs before sending it again.",
             exc,
-            prepared.tag,
+            marker,
             max(0.0, settled_at - (yield NOW)),
         )
         while True:
             looked_at: float = yield NOW
-            found = yield from self._find_after_lost_answer_plan(prepared, since, earlier_job_id)
-            if found is not None:
-                return found
+            try:
+                ours = yield from self._our_jobs_plan(marker, name=prepared.job.get("name"), since=since)
+            except SlurmApiError as exc2:
+                raise SubmitOutcomeUnknownError(
+                    f"The answer to a submit was lost and looking for its marker {marker} failed too ({exc2}). "
+                    "Not resending, to avoid a second copy of the job: check the cluster's queue for that marker."
+                ) from exc2
+            if ours:
+                self._logger.warning(
+                    "The submit's answer was lost, but Slurm job %s carries its marker %s: using it, not resending.",
+                    ours[0].job_id,
+                    marker,
+                )
+                return ours[0]
             if looked_at >= settled_at:
                 self._logger.warning(
-                    "No job carries tag %s %.0fs after the lost submit: sending it again.",
-                    prepared.tag,
-                    looked_at - sent,
+                    "No job carries %s %.0fs after the lost submit: sending it again.", marker, looked_at - sent
                 )
                 return None
             yield Sleep(min(pause, max(0.0, settled_at - (yield NOW))))
 
-    def _find_after_lost_answer_plan(
-        self, prepared: PreparedSubmission, since: int, earlier_job_id: int | None
-    ) -> Plan[SlurmJob | None]:
-        assert prepared.tag
+    def _drop_duplicate_jobs_plan(self, marker: str, result: SubmitResult) -> Plan[SubmitResult]:
+        """After a resend: if the lost send was carried out after all, keep the older job, cancel the newer."""
         try:
-            jobs = yield from self._tagged_everywhere_plan(prepared.tag, name=prepared.job.get("name"), since=since)
+            keep, _ = yield from self._copies_plan(marker, None)
         except SlurmApiError as exc:
-            raise SubmitOutcomeUnknownError(
-                f"The answer to a submit was lost and looking for its tag {prepared.tag} failed too ({exc}). "
-                "Not resending, to avoid a second copy of the job: check the cluster's queue for that tag."
-            ) from exc
-        jobs = [job for job in jobs if earlier_job_id is None or job.job_id > earlier_job_id]
-        found = jobs[0] if jobs else None
-        if found is not None:
-            self._logger.warning(
-                "The answer to the submit was lost, but Slurm job %s carries its tag %s: using it, not resending.",
-                found.job_id,
-                prepared.tag,
-            )
-        return found
-
-    def _drop_duplicate_jobs_plan(
-        self, prepared: PreparedSubmission, result: SubmitResult, since: int, earlier_job_id: int | None
-    ) -> Plan[SubmitResult]:
-        """After a resend: if the lost submit was carried out after all, keep the older job, cancel the newer."""
-        assert prepared.tag
-        try:
-            jobs = yield from self._tagged_everywhere_plan(prepared.tag, name=prepared.job.get("name"), since=since)
-        except SlurmApiError as exc:
-            self._logger.warning("Could not look for a second job with tag %s after the resend: %s", prepared.tag, exc)
-            return result
-        jobs = [job for job in jobs if earlier_job_id is None or job.job_id > earlier_job_id]
-        if len(jobs) < 2:
-            return result
-        keep, extra = jobs[0], jobs[1:]
-        for job in extra:
-            self._logger.warning(
-                "Slurm jobs %s and %s both carry tag %s (the lost submit was carried out after all): "
-                "cancelling the newer, %s.",
-                keep.job_id,
-                job.job_id,
-                prepared.tag,
-                job.job_id,
-            )
-            yield from self._cancel_plan(job.job_id)
-        return SubmitResult(job_id=keep.job_id, warnings=result.warnings if keep.job_id == result.job_id else [])
+            self._logger.warning("Could not look for a second job with %s after the resend: %s", marker, exc)
+            return replace(result, resent=True)
+        if keep is None or keep == result.job_id:
+            return replace(result, resent=True)
+        return SubmitResult(job_id=keep, resent=True, send_marker=marker)
 
     # -- the accounting wait -------------------------------------------------------------------------
     def _accounting_plan(self, job_id: int) -> Plan[Accounting | None]:
@@ -749,6 +803,20 @@ def slurm_release(response: SlurmResponse) -> str:
     return release if isinstance(release, str) and re.fullmatch(r"\d+\.\d+\.\d+", release) else ""
 
 
+def _job_key(job: SlurmJob) -> int:
+    """The id a job is known by: its array's for a task of an array."""
+    return job.array_job_id or job.job_id
+
+
+def _history_tells_all(history: Sequence[SlurmJob], marker: str) -> bool:
+    """Whether the history's records decide a lookup alone: one carries ``marker``, and every record shows
+    its comment or has ended (slurmdbd stores a job's comment when it ends, with AccountingStoreFlags=job_comment,
+    so a job still pending or running shows its comment only in the live queue)."""
+    return any(carries_tag(job.comment, marker) for job in history) and all(
+        job.comment or job.is_finished for job in history
+    )
+
+
 def _as_is(response: SlurmResponse) -> SlurmResponse:
     return response
 
@@ -782,6 +850,19 @@ def signal_not_resent(job_id: int, signal: str, exc: SlurmApiError) -> SignalOut
     )
 
 
+def send_marker() -> str:
+    """A new send marker: one submit call's (all its resends), random, so no one can make it in advance."""
+    return f"{SEND_MARKER_PREFIX}{secrets.token_hex(12)}"
+
+
+def with_send_marker(prepared: PreparedSubmission, marker: str) -> PreparedSubmission:
+    """``prepared`` with ``marker`` appended to its job's comment (after the tag and any comment of the user's)."""
+    job = dict(prepared.payload.get("job") or {})
+    comment = str(job.get("comment") or "").strip()
+    job["comment"] = f"{comment} {marker}" if comment else marker
+    return replace(prepared, payload={**prepared.payload, "job": job})
+
+
 def one_off_tag() -> str:
     """The tag of a submit that names no task instance: found again after a lost answer all the same."""
     return f"{SUBMIT_TAG_PREFIX}{uuid.uuid4().hex[:24]}"
@@ -807,6 +888,7 @@ __all__ = [
     "log_slurm_warnings",
     "one_call",
     "one_off_tag",
+    "send_marker",
     "signal_not_resent",
     "state_endpoint_refused",
 ]

@@ -41,11 +41,13 @@ ESLURM_ALREADY_DONE = 2021
 @dataclass(frozen=True, slots=True)
 class SubmitResult:
     """``resent``: the submit was sent more than once (a lost answer), so an earlier send may still be
-    carried out late by the front end: a watch of this job then looks for such a copy and cancels it."""
+    carried out late by the front end: a watch of this job then looks for such a copy, by the submit's
+    ``send_marker`` (in the job's comment, beside the task's tag), and cancels it."""
 
     job_id: int
     warnings: list[str] = field(default_factory=list)
     resent: bool = False
+    send_marker: str | None = None
 
 
 class CancelOutcome(enum.StrEnum):
@@ -184,7 +186,8 @@ def read_cancel(response: SlurmResponse) -> CancelOutcome:
 
 
 def caller_user(response: SlurmResponse) -> str | None:
-    """The Linux user the call ran as: ``meta.client.user`` of a slurmctld answer.
+    """What an answer says of its caller: ``meta.client.user`` of a slurmctld answer. Never trusted to tell
+    the caller's jobs (a real slurmrestd with ``rest_auth/jwt`` says ``root``): only compared, at debug level.
 
     slurmdbd answers (``/slurmdb/...``) leave it empty (seen on Slurm 24.11), so this is ``None`` there.
     """

@@ -8,19 +8,19 @@ kill of the task's process group does not reach it), which outlives the task, lo
 carries the submit's marker, and cancels it.
 
 - Its order comes on stdin, as JSON, never in argv, the environment or a file: the endpoint and the
-  cluster, a short-lived access token (the one the submit was sent with), the marker, the job name,
-  the time the submit was sent (jobs older than that are not this submit's) and an earlier try's job
-  (never this submit's), and the deadline: the settle window, the time a submit with a lost answer
-  waits before it is sent again, so the longest the service may still make the job.
+  cluster, a short-lived access token (the one the submit was sent with), the submit's send marker,
+  the job name, the time the submit was sent, the caller's account where known, and the deadline:
+  the settle window, the time a submit with a lost answer waits before it is sent again, so the
+  longest the service may still make the job.
 - It writes nothing (its stdout and stderr go nowhere; the task log is closed by then), and keeps no
   file: no token or tag is left behind.
 - It looks every :data:`PAUSE_SECONDS` until it finds the job(s) or the deadline passes, and cancels
   what it found. A job the task cancelled itself (the answer came before the kill ended the process)
   is cancelled again, which Slurm answers harmlessly.
 
-The marker is, until the per-send marker of the job comment lands, the task instance's tag (``airflow-ti=``)
-with the submit's send time: a job of an earlier try is older, or is the earlier job named in the order.
-The look-up is :func:`find_and_cancel`, the one place to point at another look-up plan.
+The marker is the submit's send marker (``slurmapi-send=``, random, one per submit call): no other
+try's job carries it, and the one lookup of our own jobs (``_our_jobs_plan``) never takes another
+user's copy of it. :func:`find_and_cancel` is the loop around that lookup.
 
 This module knows nothing of Airflow (it must start quickly in a fresh interpreter, after the kill).
 """
@@ -81,15 +81,14 @@ class ReapOrder:
     name: str | None
     since: int
     deadline: float
-    earlier_job_id: int | None
     timeout: float
-    caller: str | None
+    account: str | None
     token: str
 
     def __repr__(self) -> str:
         return (
             f"ReapOrder(cluster={self.region}/{self.cluster_id}, marker={self.marker!r}, since={self.since}, "
-            f"deadline={self.deadline:.0f}, earlier_job_id={self.earlier_job_id})"
+            f"deadline={self.deadline:.0f})"
         )
 
     def cluster(self) -> ClusterRef:
@@ -127,7 +126,8 @@ class _Reaper(SlurmClientBase):
         self._cluster = order.cluster()
         self._init_client(self._cluster, timeout=order.timeout, retry_seconds=CALL_RETRY_SECONDS)
         self._token = order.token
-        self._caller = order.caller
+        if order.account:
+            self._account, self._account_from = order.account, "the killed task's"
         self.clock = SystemClock()
 
     def __repr__(self) -> str:
@@ -161,7 +161,9 @@ class ReapClient(Protocol):
     """What :func:`find_and_cancel` needs of a client."""
 
     def run(self, plan: Plan[Any]) -> Any: ...
-    def _tagged_everywhere_plan(self, tag: str, *, name: str | None, since: int) -> Plan[list[SlurmJob]]: ...
+    def _our_jobs_plan(
+        self, marker: str, *, name: str | None = None, since: int | None = None
+    ) -> Plan[list[SlurmJob]]: ...
     def _cancel_plan(self, job_id: int, signal: str | None = None) -> Plan[Any]: ...
 
 
@@ -172,20 +174,19 @@ def find_and_cancel(
     deadline: float,
     *,
     name: str | None = None,
-    earlier_job_id: int | None = None,
     pause: float = PAUSE_SECONDS,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[int]:
-    """Until ``deadline`` (Unix time): look for the caller's jobs that carry ``marker``, submitted since
-    ``since`` and newer than ``earlier_job_id``; cancel them and return their ids (empty: none appeared)."""
+    """Until ``deadline`` (Unix time): look for our jobs that carry ``marker``, submitted since ``since``;
+    cancel them and return their ids (empty: none appeared)."""
     while True:
         looked_at = clock()
         try:
-            jobs = client.run(client._tagged_everywhere_plan(marker, name=name, since=since))
+            jobs = client.run(client._our_jobs_plan(marker, name=name, since=since))
         except SlurmApiError:
             jobs = []
-        found = [job.job_id for job in jobs if earlier_job_id is None or job.job_id > earlier_job_id]
+        found = [job.job_id for job in jobs]
         cancelled = []
         for job_id in found:
             try:
@@ -216,7 +217,6 @@ def main() -> int:
         order.since,
         order.deadline,
         name=order.name,
-        earlier_job_id=order.earlier_job_id,
     )
     return 0
 

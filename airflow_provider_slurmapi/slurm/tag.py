@@ -1,8 +1,8 @@
 """The task tag: how a Slurm job names the Airflow task instance that submitted it, and how to find it.
 
 The tag goes into the job's ``comment``. It is made here (an HMAC only this deployment can compute)
-and matched here (an exact token of a job of the caller's own user), so that a retry, a restarted
-worker or a lost submit answer finds the job already started instead of starting a second copy.
+and matched here (an exact token of a job of the caller's own user; a send marker likewise), so that a
+retry, a restarted worker or a lost submit answer finds the job already started instead of starting a second copy.
 """
 
 from __future__ import annotations
@@ -75,10 +75,10 @@ class TaskIdentity:
 def own_tagged(jobs: Iterable[SlurmJob], tag: str, *, user: str, since: int | None = None) -> list[SlurmJob]:
     """The jobs of ``user`` that carry ``tag`` as an exact token, oldest first, one record each.
 
-    ``user`` is the caller's own Linux account (:func:`caller_user`): the Slurm Job API runs every call
-    as it, so every job this deployment submitted is owned by it. A job of anyone else is never ours,
-    whatever its comment says: another cluster user can copy a tag from a visible comment, and the
-    history may keep no comments to tell the copy from the original. ``since`` (Unix time) drops jobs
+    ``user`` is the caller's own Linux account, as the provider established it (see
+    ``SlurmClientBase._our_jobs_plan``): the Slurm Job API runs every call as it, so every job this
+    deployment submitted is owned by it. A job of anyone else is never ours, whatever its comment says:
+    another cluster user can copy a tag from a visible comment. ``since`` (Unix time) drops jobs
     submitted before it (e.g. a failed job of an earlier try, when looking for a lost submit).
     """
     if not user:
@@ -95,9 +95,3 @@ def own_tagged(jobs: Iterable[SlurmJob], tag: str, *, user: str, since: int | No
             job = replace(job, job_id=key)
         by_id.setdefault(key, job)
     return [by_id[job_id] for job_id in sorted(by_id)]
-
-
-def newest_tagged(jobs: Iterable[SlurmJob], tag: str, *, user: str, since: int | None = None) -> SlurmJob | None:
-    """The most recent job of ``user`` carrying ``tag`` (see :func:`own_tagged`)."""
-    found = own_tagged(jobs, tag, user=user, since=since)
-    return found[-1] if found else None

@@ -231,6 +231,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the Slurm release to act as, e.g. 24.11 or 26.05: the API versions it serves and the release "
         "in each answer's meta (default: every version v0.0.40-v0.0.45, as 24.11.5)",
     )
+    s.add_argument(
+        "--meta-client-user",
+        metavar="WHO",
+        default="token",
+        help="what meta.client.user says while jobs stay the token's user's: token (default), slurmrestd "
+        "(as slurmrestd says: root), empty, or user:NAME",
+    )
     gw = p.add_argument_group("gateway mode (forward to a real slurmrestd)")
     gw.add_argument("--slurmrestd", metavar="URL", help="e.g. http://127.0.0.1:6820")
     gw.add_argument("--slurm-token-file", metavar="F", help="file holding the Slurm JWT (read on every call)")
@@ -264,6 +271,7 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
         slurmrestd=args.slurmrestd,
         slurm_token_file=args.slurm_token_file,
         slurm_user=args.slurm_user,
+        meta_client_user=args.meta_client_user,
         kill_wait=args.kill_wait,
         latency=args.latency,
         allow_remote=args.allow_remote,

@@ -29,6 +29,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+ROOT_STAND_IN = "slurmapi"
+
+
 @dataclass
 class EmulatorConfig:
     """Everything that shapes the emulator's behaviour; field names follow the CLI flags."""
@@ -60,6 +63,14 @@ class EmulatorConfig:
     slurm_release: str | None = None
     slurm_token_file: PathLike | None = None
     slurm_user: str | None = None
+    # What meta.client.user says in each slurmctld answer, while jobs stay owned by the token's user:
+    # "token" (the token's user, as the Job API is described), "slurmrestd" (what slurmrestd itself says:
+    # "root" for rest_auth/jwt over TCP; the model says "root" too), "empty", or "user:NAME" (a fixed account).
+    meta_client_user: str = "token"
+    # The account the model's jobs are owned by in answers. None: the OS user running the emulator, except
+    # root, which is named ROOT_STAND_IN: the Job API never runs a caller's jobs as root, and a client rightly
+    # takes no job of root's for its own.
+    job_user: str | None = None
     kill_wait: float = 2.0
     # Seconds added to every answer, token endpoint included: a stand-in for Google's real latency.
     latency: float = 0.0
@@ -97,8 +108,30 @@ class EmulatorConfig:
             raise ValueError("control_token must be at least 16 characters (leave it unset for a random one)")
         if self.slurm_release is not None:
             versions_of(self.slurm_release)  # raises ValueError naming the releases it knows
+        if self.meta_client_user not in ("token", "slurmrestd", "empty") and not (
+            self.meta_client_user.startswith("user:") and self.meta_client_user[5:].strip()
+        ):
+            raise ValueError(
+                f"meta_client_user must be 'token', 'slurmrestd', 'empty' or 'user:NAME', not {self.meta_client_user!r}"
+            )
         if self.slurmrestd and not self.slurm_token_file:
             raise ValueError("gateway mode (slurmrestd) needs slurm_token_file")
+
+    def owner_name(self, os_user: str) -> str:
+        """The account the model's jobs are owned by (see ``job_user``)."""
+        if self.job_user:
+            return self.job_user
+        return ROOT_STAND_IN if os_user == "root" else os_user
+
+    def meta_user(self, token_user: str | None, slurmrestd_user: str | None) -> str | None:
+        """The ``meta.client.user`` to answer with (``None``: leave the answer's as it is)."""
+        if self.meta_client_user == "token":
+            return token_user
+        if self.meta_client_user == "slurmrestd":
+            return slurmrestd_user
+        if self.meta_client_user == "empty":
+            return ""
+        return self.meta_client_user[5:].strip()
 
     @property
     def gateway(self) -> bool:

@@ -7,10 +7,11 @@ real Slurm with the envelope's auth and fault injection. Only plain `/slurm/vX.Y
 `/slurmdb/vX.Y.Z/...` paths are forwarded: no `..`, `.`, empty segments or backslashes, raw or
 percent-encoded, so a caller cannot reach any other endpoint of the slurmrestd host.
 
-Like the Slurm Job API, which runs every call as the caller's own Linux account and names it in
-``meta.client.user``, each JSON answer names the token's user there (the ``sun`` claim of the JWT).
-A plain slurmrestd with ``rest_auth/jwt`` over TCP names another account there (``root`` on Slurm
-24.11), which no client of the Job API ever sees.
+By default each JSON answer names the token's user in ``meta.client.user`` (the ``sun`` claim of the
+JWT), as the Slurm Job API is described to. What the Job API's front end really writes there is
+documented nowhere, and a plain slurmrestd with ``rest_auth/jwt`` over TCP says ``root`` whoever the
+token's user is: ``meta_client_user`` makes the gateway answer as slurmrestd does ("slurmrestd"),
+with an empty user ("empty") or with a fixed other account ("user:NAME").
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import binascii
 import contextlib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -108,8 +110,18 @@ async def _exchange(method: str, url: URL, data: bytes | None, headers: dict[str
 class GatewayBackend:
     """Forwards Slurm REST calls to a real slurmrestd, one connection a call (as slurmrestd closes them)."""
 
-    def __init__(self, base_url: str, token_file: str, user: str | None, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token_file: str,
+        user: str | None,
+        timeout: float = 60.0,
+        *,
+        meta_user: Callable[[str | None, str | None], str | None] | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
+        # (token's user, slurmrestd's) -> what meta.client.user says; default: the token's user.
+        self._meta_user = meta_user or (lambda token_user, _slurmrestd: token_user)
         self.token_file = Path(token_file)
         self.user = user
         self._timeout = timeout
@@ -144,7 +156,8 @@ class GatewayBackend:
             parsed = None
         if method == "POST" and path.split("?")[0].rstrip("/").endswith("/job/submit"):
             self._record_submit(body, parsed)
-        if _name_the_caller(parsed, self.user or _token_user(headers["X-SLURM-USER-TOKEN"])):
+        token_user = self.user or _token_user(headers["X-SLURM-USER-TOKEN"])
+        if _name_the_caller(parsed, self._meta_user(token_user, None)):
             text = json.dumps(parsed)
         return BackendAnswer(status, text, is_json=isinstance(parsed, (dict, list)))
 

@@ -216,7 +216,9 @@ class EmulatorServer:
         )
         if cfg.gateway:
             assert cfg.slurmrestd and cfg.slurm_token_file
-            self.backend = GatewayBackend(cfg.slurmrestd, os.fspath(cfg.slurm_token_file), cfg.slurm_user)
+            self.backend = GatewayBackend(
+                cfg.slurmrestd, os.fspath(cfg.slurm_token_file), cfg.slurm_user, meta_user=cfg.meta_user
+            )
         else:
             if cfg.workdir:
                 workdir = Path(cfg.workdir)
@@ -234,7 +236,9 @@ class EmulatorServer:
                 kill_wait=cfg.kill_wait,
                 history_comments=cfg.history_comments,
             )
-            self.backend = SlurmModelApi(self.cluster, slurm_release=cfg.slurm_release)
+            self.cluster.user = cfg.owner_name(self.cluster.user)
+            meta_user = cfg.meta_user(self.cluster.user, "root")
+            self.backend = SlurmModelApi(self.cluster, slurm_release=cfg.slurm_release, meta_user=meta_user)
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._guard])
         app.router.add_post(_ENVELOPE_ROUTE, self.handle_envelope)
         app.router.add_post("/token", self.handle_token)

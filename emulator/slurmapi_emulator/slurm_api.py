@@ -171,8 +171,10 @@ def _parse_signal(text: str) -> int | None:
 class SlurmModelApi:
     """slurmrestd in front of the emulated cluster."""
 
-    def __init__(self, cluster: Cluster, *, slurm_release: str | None = None) -> None:
+    def __init__(self, cluster: Cluster, *, slurm_release: str | None = None, meta_user: str | None = None) -> None:
         self.cluster = cluster
+        # What meta.client.user says (config meta_client_user); the jobs stay the cluster user's.
+        self.meta_user = cluster.user if meta_user is None else meta_user
         self._meta_text: dict[tuple[str, bool], str] = {}
         # What this cluster serves, as the Slurm release it acts as (config slurm_release).
         self.versions = versions_of(slurm_release)
@@ -190,7 +192,7 @@ class SlurmModelApi:
                 meta(
                     version,
                     slurmdb=slurmdb,
-                    user=self.cluster.user,
+                    user=self.meta_user,
                     group=self.cluster.group,
                     cluster=self.cluster.cluster_name,
                     release=self.release,
@@ -203,7 +205,7 @@ class SlurmModelApi:
         return meta(
             version,
             slurmdb=slurmdb,
-            user=self.cluster.user,
+            user=self.meta_user,
             group=self.cluster.group,
             cluster=self.cluster.cluster_name,
             release=self.release,
@@ -541,6 +543,8 @@ class SlurmModelApi:
         as_of = time.time() - self.cluster.history_delay
         users = _values(params, "users")
         for user in users:
+            if user == self.cluster.user:  # the jobs' owner (config job_user): an account of the cluster
+                continue
             try:
                 pwd.getpwnam(user)
             except KeyError:

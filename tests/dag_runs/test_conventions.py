@@ -4,13 +4,15 @@ operator and the sensor."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from airflow_provider_slurmapi.account_store import variable_name
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
-from tests.conftest import CLUSTER, load_dag
+from tests.conftest import CLUSTER, CLUSTER_ID, PROJECT, REGION, load_dag, point_airflow_at
 
 
 def run(dag: Any, conf: dict[str, Any] | None = None) -> tuple[Any, dict[str, str]]:
@@ -139,22 +141,31 @@ def xcom_values(dag_run: Any) -> dict[str, Any]:
 
 
 def test_listing_shows_the_callers_own_jobs_unless_asked_for_everyones(
-    airflow_db: Any, gcp_connection: Any, capfd: pytest.CaptureFixture[str]
+    airflow_db: Any,
+    emulator_factory: Any,
+    credentials_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
-    """Another user's jobs on the shared cluster are their data: listed only with all_users=True."""
-    hook = SlurmApiHook(**CLUSTER)
-    workdir = str(gcp_connection.config.workdir)
-    spec = {"partition": "debug", "current_working_directory": workdir, "name": "mine", "hold": True}
-    mine = hook.submit_job(spec, "#!/bin/bash\necho mine\n").job_id
+    """Another user's jobs on the shared cluster are their data: listed only with all_users=True.
+
+    As a user gets it: no slurm_user, an endpoint whose meta.client.user names no one the jobs belong to
+    (the emulator's "slurmrestd": root); the DAG submits a job, then lists."""
+    from airflow.models import Variable
+
+    gcp_connection = point_airflow_at(emulator_factory(meta_client_user="slurmrestd"), credentials_file, monkeypatch)
+    with contextlib.suppress(Exception):  # no account kept from an earlier test: learned from this DAG's submit
+        Variable.delete(variable_name("google_cloud_default", PROJECT, REGION, CLUSTER_ID))
     gcp_connection.add_foreign_jobs(3, "nobody", name="theirs")
     gcp_connection.add_foreign_jobs(2, "nobody", name="theirs-done", state="COMPLETED")
     dag_run, states = run(load_dag("slurm_surface.py", "list_jobs"))
     assert str(dag_run.state) == "success", (states, "".join(capfd.readouterr())[-3000:])
     listed = xcom_values(dag_run)
+    mine = listed["submit"]
     assert [job["job_id"] for job in listed["own"]] == [mine], listed
     assert {job["name"] for job in listed["everyone"]} >= {"mine", "theirs"}
     assert len(listed["everyone"]) >= 4
     assert len(listed["everyone_limited"]) == 2
-    # The history: filtered by Slurm itself (users=the caller), after a ping that names the caller.
+    # The history: filtered by Slurm itself (users=the account learned from the submitted job).
     assert {job["name"] for job in listed["own_history"]} <= {"mine"}
     assert all(job["name"] != "theirs-done" for job in listed["own_history"])

@@ -93,16 +93,20 @@ class Gateways:
                     envelope=envelope,  # type: ignore[arg-type]
                     project=PROJECT,
                     tokens=[GATEWAY_TOKEN],
+                    # As slurmrestd answers (rest_auth/jwt over TCP: "root"), not the token's user: the
+                    # provider must tell its own jobs with nothing configured, whatever meta says.
+                    meta_client_user="slurmrestd",
                 )
                 handle = self._stack.enter_context(run_emulator(config))
                 self._handles[envelope] = (handle, creds)
             return self._handles[envelope]
 
-    def connection(self, envelope: str = "body") -> str:
+    def connection(self, envelope: str = "body", **extra: str) -> str:
+        """The connection as a user makes it: a key and the endpoint, nothing else (``extra``: e.g. the one
+        run with ``slurm_user`` set). The lab's slurmrestd answers meta.client.user "root" whoever the
+        token's user is: the provider learns the account from its own jobs."""
         handle, creds = self._start(envelope)
-        # The lab's slurmrestd (rest_auth/jwt over TCP) answers meta.client.user "root" whoever the
-        # token's user is: the connection names the Linux user the calls run as.
-        return connection_uri_env(handle, creds, slurm_user=JOB_USER)
+        return connection_uri_env(handle, creds, **extra)
 
     def cancel_leftovers(self) -> list[int]:
         """Cancel the jobs this session submitted that still wait or run (a failed test may leave some)."""

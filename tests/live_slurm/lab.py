@@ -240,6 +240,11 @@ def root_token(lifespan: int) -> str:
     return in_lab("scontrol", "token", "username=root", f"lifespan={lifespan}").strip().removeprefix("SLURM_JWT=")
 
 
+def user_token(user: str, lifespan: int) -> str:
+    """A JWT of another Slurm user of the lab (e.g. ``nobody``), as an administrator makes one."""
+    return in_lab("scontrol", "token", f"username={user}", f"lifespan={lifespan}").strip().removeprefix("SLURM_JWT=")
+
+
 def _parse_env(text: str) -> dict[str, str]:
     values = {}
     for line in text.splitlines():

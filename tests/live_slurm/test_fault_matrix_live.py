@@ -33,7 +33,8 @@ def test_real_slurm_through_faulty_gateway_keeps_one_job(
     fault: str, lab: Lab, emulator_factory: Any, credentials_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same guarantees against real Slurm: the gateway injects the fault in front of slurmrestd."""
-    gateway = emulator_factory(slurmrestd=lab.url, slurm_token_file=lab.token_file)
+    # meta.client.user as slurmrestd answers it ("root"), no slurm_user: as a user gets it.
+    gateway = emulator_factory(slurmrestd=lab.url, slurm_token_file=lab.token_file, meta_client_user="slurmrestd")
     monkeypatch.setenv(
         "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT",
         connection_uri_env(gateway, credentials_file, request_timeout=2, submit_settle_seconds=4),

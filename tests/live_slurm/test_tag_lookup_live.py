@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from tests.live_slurm.conftest import make_hook
+from tests.live_slurm.conftest import JOB_USER, Gateways, make_hook
 from tests.live_slurm.lab import Lab
 
 pytestmark = pytest.mark.slurm
+OTHER_USER = "daemon"  # another Slurm user of the lab (an account of its chroot; 26.05 refuses "nobody")
 JOB = {"partition": "debug", "current_working_directory": "/tmp", "environment": ["PATH=/usr/bin:/bin"]}
 
 
@@ -45,40 +46,49 @@ def test_a_running_tagged_job_is_found_beside_finished_jobs_of_its_name(gateway:
         hook.cancel_job(running.job_id)
 
 
-def test_a_copy_of_the_tag_on_a_job_of_another_user_is_never_adopted_nor_cancelled(gateway: Any, lab: Lab) -> None:
-    """root copies our tag onto a held job of its own: a retry never takes it, a sweep for late copies never
-    cancels it (the owner is compared with the connection's user, ``slurm_user``)."""
+@pytest.mark.parametrize("configured", [False, True], ids=["nothing-configured", "slurm_user"])
+def test_a_copy_of_the_tag_on_a_job_of_another_user_is_never_adopted_nor_cancelled(
+    configured: bool, gateways: Gateways, lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``daemon``, another Slurm user, copies our whole comment (tag and send marker) onto a newer held job
+    of its own: a retry never takes it, the sweep for late copies never cancels it. As a user gets it (no
+    ``slurm_user``: the account is learned from our own job, meta.client.user says "root"), and once with
+    ``slurm_user`` set."""
     import json
-    import os
 
     import requests
 
-    from tests.live_slurm.lab import in_lab, root_token
+    from tests.live_slurm.lab import in_lab, user_token
 
-    if os.geteuid() != 0:
-        pytest.fail("this test makes a job of another Slurm user with a root token: run it as root (CI does)")
+    extra = {"slurm_user": JOB_USER} if configured else {}
+    monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", gateways.connection("body", **extra))
+    gateway = gateways.get("body")
     hook = make_hook(gateway)
     name = f"tag-copy-{uuid.uuid4().hex[:8]}"
     since = int(time.time()) - 60
     tag = f"airflow-ti={uuid.uuid4().hex}"
-    ours = hook.submit_job({**JOB, "name": name}, "#!/bin/bash\ntrue\n", tag=tag, comment=f"x {tag}").job_id
+    result = hook.submit_job({**JOB, "name": name}, "#!/bin/bash\ntrue\n", tag=tag, comment=f"x {tag}")
+    ours = result.job_id
     lab.final(ours)
-    token = root_token(600)
-    body = {"job": {**JOB, "name": name, "hold": True, "comment": f"x {tag}"}, "script": "#!/bin/bash\ntrue\n"}
+    comment = f"x {tag} {result.send_marker}"  # what our job's comment shows (squeue -o %k)
+    body = {"job": {**JOB, "name": name, "hold": True, "comment": comment}, "script": "#!/bin/bash\ntrue\n"}
     answer = requests.post(
         f"{lab.url}/slurm/v0.0.42/job/submit",
         data=json.dumps(body),
-        headers={"X-SLURM-USER-TOKEN": token, "Content-Type": "application/json"},
+        headers={"X-SLURM-USER-TOKEN": user_token(OTHER_USER, 600), "Content-Type": "application/json"},
         timeout=60,
     )
     answer.raise_for_status()
     copy = int(answer.json()["job_id"])
     try:
-        assert hook.caller_user() == "tester"
-        found = hook.find_job_by_tag(tag, name=name, since=since)
-        assert found is not None and found.job_id == ours, found
-        assert hook.cancel_later_copies(tag, ours) == []
-        record = lab.live(copy)
-        assert record is not None and record.state == "PENDING", record
+        assert copy > ours
+        assert hook.caller_user() == JOB_USER
+        for lookup in (hook, make_hook(gateway)):  # and a retry's new process that knows no account yet
+            found = lookup.find_job_by_tag(tag, name=name, since=since)
+            assert found is not None and found.job_id == ours, found
+        assert result.send_marker is not None
+        assert make_hook(gateway).cancel_later_copies(result.send_marker, ours) == []
+        held = lab.live(copy)
+        assert held is not None and held.state == "PENDING", held
     finally:
         in_lab("scancel", str(copy))

@@ -34,8 +34,7 @@ class RecordedSlurm(BaseAdapter):
         # Each route's answers in turn; the last one is given again from then on.
         self.routes: dict[tuple[str, str], list[tuple[int, dict[str, Any]]]] = {}
         self.calls: list[tuple[str, str, Any]] = []
-        # Where the hook learns its own user (meta.client.user) when no answer has named it yet: the
-        # recorded answer, as the lab's user ``tester`` (whose jobs the recorded history holds) gets it.
+        # The partitions, as the lab's user ``tester`` (whose jobs the recorded history holds) gets them.
         partitions = self.answer("GET", f"/slurm/{API_VERSION}/partitions/", "05_partitions")
         partitions["meta"]["client"].update(user=CALLER, group=CALLER)
 

@@ -3,7 +3,7 @@
 ``DAGS["script_files"]``: a script read from a file ending in ``.sbatch``, ``.slurm`` or ``.bash``, one
 named by ``script_path=``, and a mapped task mixing a file and an inline script.
 ``DAGS["script_from_conf"]``: a script rendered from ``dag_run.conf``, never read as a file.
-``DAGS["list_jobs"]``: the caller's own jobs (live and history), everyone's, and a limit.
+``DAGS["list_jobs"]``: a job submitted, then the caller's own jobs (live and history), everyone's, and a limit.
 ``DAGS["no_xcom"]``: every operator and the sensor with ``do_xcom_push=False``; the job to watch, get
 and cancel is given in the run's conf (``job_id``).
 """
@@ -100,7 +100,7 @@ with DAG(dag_id="slurm_surface_no_xcom", default_args={"do_xcom_push": False}, *
         **WAIT,
         **CLUSTER,
     )
-    SlurmSubmitJobOperator(
+    submit_only = SlurmSubmitJobOperator(
         task_id="submit_only",
         job={**JOB, "name": "no-xcom-submit-only"},
         script=INLINE,
@@ -112,13 +112,24 @@ with DAG(dag_id="slurm_surface_no_xcom", default_args={"do_xcom_push": False}, *
         task_id="sensor_deferred", job_id=JOB_ID, poke_interval=POLL, timeout=120, deferrable=True, **CLUSTER
     )
     SlurmGetJobOperator(task_id="get", job_id=JOB_ID, **CLUSTER)
-    SlurmListJobsOperator(task_id="list", **CLUSTER)
+    # Its own jobs: the account the calls run as is learned from a job submitted through the connection.
+    submit_only >> SlurmListJobsOperator(task_id="list", **CLUSTER)
     SlurmCancelJobOperator(task_id="cancel", job_id=JOB_ID, **CLUSTER)
 DAGS["no_xcom"] = dag
 
 with DAG(dag_id="slurm_surface_list_jobs", **ARGS) as dag:
-    SlurmListJobsOperator(task_id="own", **CLUSTER)
-    SlurmListJobsOperator(task_id="own_history", history=True, **CLUSTER)
-    SlurmListJobsOperator(task_id="everyone", all_users=True, **CLUSTER)
-    SlurmListJobsOperator(task_id="everyone_limited", all_users=True, limit="{{ 2 }}", **CLUSTER)
+    # As a user would: nothing configured (no slurm_user), a job submitted, then the listings.
+    mine = SlurmSubmitJobOperator(
+        task_id="submit",
+        job={**JOB, "name": "mine", "hold": True},
+        script="#!/bin/bash\necho mine\n",
+        wait_for_completion=False,
+        **CLUSTER,
+    )
+    mine >> [
+        SlurmListJobsOperator(task_id="own", **CLUSTER),
+        SlurmListJobsOperator(task_id="own_history", history=True, **CLUSTER),
+        SlurmListJobsOperator(task_id="everyone", all_users=True, **CLUSTER),
+        SlurmListJobsOperator(task_id="everyone_limited", all_users=True, limit="{{ 2 }}", **CLUSTER),
+    ]
 DAGS["list_jobs"] = dag

@@ -3,7 +3,7 @@
 The emulator answers the first submit UNAVAILABLE at once and carries it out 5 s later
 (``done-later=5@submit``). The connection's settle window is 2 s, so the task has looked for its tag,
 found nothing and resent by then: the late copy appears while the task watches its own job. Sync
-and deferrable, the wait finds the copy (the caller's own job, newer, with the task's tag) and cancels
+and deferrable, the wait finds the copy (our own job, newer, with this submit's send marker) and cancels
 it; the task's own job is the one that runs to its end.
 """
 
@@ -68,4 +68,4 @@ def test_a_submit_carried_out_after_the_settle_window_is_cancelled_while_the_tas
     assert state == "success", f"{tasks}\n{out[-4000:]}"
     assert ours["state"] == "COMPLETED", jobs
     assert copy["state"] == "CANCELLED", f"the late copy {copy['job_id']} was left running\n{out[-3000:]}"
-    assert f"Slurm job {copy['job_id']} carries tag" in out
+    assert f"Slurm job {copy['job_id']} carries slurmapi-send=" in out  # this submit's marker, not the task's tag

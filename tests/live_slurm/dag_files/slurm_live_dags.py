@@ -16,6 +16,7 @@ from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
 from airflow_provider_slurmapi.operators.slurm import (
     SlurmCancelJobOperator,
     SlurmGetJobOperator,
+    SlurmListJobsOperator,
     SlurmSubmitJobOperator,
 )
 from airflow_provider_slurmapi.sensors.slurm import SlurmJobSensor
@@ -143,3 +144,34 @@ with DAG(dag_id="slurm_live_sensor", **DEFAULTS) as _dag:
         **CLUSTER,
     )
 DAGS["sensor"] = _dag
+
+# A dead try: try 1 dies while its job runs on (the API is out longer than outage_tolerance_seconds, and
+# cancel_on_kill is off); the retry must reattach to that job, never submit a second one. Before Airflow 3.3
+# there is no task state store and Airflow clears try 1's XCom: the retry finds the job by its tag only.
+with DAG(dag_id="slurm_live_dead_try", **DEFAULTS) as _dag:
+    SlurmSubmitJobOperator(
+        task_id="job",
+        job=_job("dead-try"),
+        script="#!/bin/bash\nsleep 20\necho done\n",
+        deferrable=False,
+        poll_interval=POLL,
+        outage_tolerance_seconds=4,
+        cancel_on_kill=False,  # the job runs on after its try died
+        accounting_wait_seconds=None,
+        retries=1,
+        retry_delay=timedelta(seconds=2),
+        **CLUSTER,
+    )
+DAGS["dead_try"] = _dag
+
+# The default listing right after a submit, as a user gets it (no slurm_user): the caller's own jobs.
+with DAG(dag_id="slurm_live_list_own", **DEFAULTS) as _dag:
+    _held = SlurmSubmitJobOperator(
+        task_id="submit",
+        job=_job("list-own", hold=True),
+        script="#!/bin/bash\ntrue\n",
+        wait_for_completion=False,
+        **CLUSTER,
+    )
+    _held >> SlurmListJobsOperator(task_id="own", **CLUSTER)
+DAGS["list_own"] = _dag

@@ -34,6 +34,7 @@ def _ended(pid: int) -> bool:
 
 
 def _submit_tagged(hook: SlurmApiHook, emulator: Any, run: str) -> tuple[int, str]:
+    """A job of task run ``run``: its id and its submit's send marker."""
     tag = task_tag("reaper_dag", "job", run, key=KEY)
     job = {
         "name": "reaped",
@@ -41,7 +42,9 @@ def _submit_tagged(hook: SlurmApiHook, emulator: Any, run: str) -> tuple[int, st
         "current_working_directory": str(emulator.config.workdir),
     }
     comment = task_comment(tag, "reaper_dag", "job", run)
-    return hook.submit_job(job, "#!/bin/bash\nsleep 120\n", tag=tag, comment=comment).job_id, tag
+    result = hook.submit_job(job, "#!/bin/bash\nsleep 120\n", tag=tag, comment=comment)
+    assert result.send_marker
+    return result.job_id, result.send_marker
 
 
 def test_the_reaper_outlives_its_starter_and_cancels_the_job_with_the_marker(
@@ -51,9 +54,9 @@ def test_the_reaper_outlives_its_starter_and_cancels_the_job_with_the_marker(
     monkeypatch.setenv("AIRFLOW_VAR_SOMETHING_SECRET", "do-not-pass-me-on")
     hook = SlurmApiHook(**CLUSTER)
     since = int(time.time()) - CLOCK_SKEW_SECONDS
-    earlier, _ = _submit_tagged(hook, emulator, "run-1")  # an earlier try's job: never this submit's
-    job_id, tag = _submit_tagged(hook, emulator, "run-1")
-    pid = hook.start_reaper(marker=tag, name="reaped", since=since, earlier_job_id=earlier)
+    earlier, _ = _submit_tagged(hook, emulator, "run-1")  # an earlier try's job (same tag): never this submit's
+    job_id, marker = _submit_tagged(hook, emulator, "run-1")
+    pid = hook.start_reaper(marker=marker, name="reaped", since=since)
     token = str(hook._session_credentials.token).encode()
     assert token and token not in _proc(pid, "cmdline") and token not in _proc(pid, "environ")
     environ = _proc(pid, "environ")
@@ -73,12 +76,7 @@ def test_a_reaper_that_finds_no_job_ends_at_the_settle_deadline(
     monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", connection_uri_env(emulator, credentials_file))
     hook = SlurmApiHook(**CLUSTER, submit_settle_seconds=2)
     other, _ = _submit_tagged(hook, emulator, "run-2")
-    pid = hook.start_reaper(
-        marker=task_tag("reaper_dag", "job", "run-never-submitted", key=KEY),
-        name="reaped",
-        since=0,
-        earlier_job_id=None,
-    )
+    pid = hook.start_reaper(marker="slurmapi-send=000000000000000000000000", name="reaped", since=0)
     deadline = time.monotonic() + 60
     while not _ended(pid):
         assert time.monotonic() < deadline, "the reaper outlived its settle window"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
-from airflow_provider_slurmapi.slurm.errors import UnauthenticatedError
+from airflow_provider_slurmapi.slurm.errors import ConfigurationError, UnauthenticatedError
 from airflow_provider_slurmapi.slurm.job_output import wrap_script
 from airflow_provider_slurmapi.slurm.spec import prepare_submission
 from airflow_provider_slurmapi.slurm.tag import task_comment, task_tag
@@ -96,7 +96,7 @@ def test_two_jobs_after_a_resend_keep_the_older_and_cancel_the_newer(
     assert result.job_id == older["job_id"]
     emulator.wait_for_state(newer["job_id"], ["CANCELLED"], timeout=20)
     assert emulator.wait_for_state(older["job_id"], ["PENDING", "RUNNING"], timeout=5)
-    assert f"cancelling the newer, {newer['job_id']}" in capsys.readouterr().out
+    assert f"Slurm job {newer['job_id']} carries {result.send_marker} too" in capsys.readouterr().out
 
 
 def test_a_401_on_submit_is_never_resent_by_the_transport(
@@ -160,7 +160,8 @@ def test_a_job_of_another_user_with_a_copied_tag_is_never_adopted(gcp_connection
     since = int(time.time()) - 600
     found = hook.find_job_by_tag(tag, name="copy", since=since)
     assert found is not None and found.job_id == ours
-    found = hook.find_job_by_tag(tag, name="copy", since=since, user=found.user)
+    retry = make_hook()  # a new process that knows no account: the oldest job with the tag is ours
+    found = retry.find_job_by_tag(tag, name="copy", since=since)
     assert found is not None and found.job_id == ours
 
 
@@ -169,7 +170,7 @@ def test_a_copied_tag_is_never_adopted_once_our_job_left_the_queue_and_the_histo
 ) -> None:
     """The replay: try 1's job ended and left the live queue; the history keeps no comments (Slurm's
     default); another user holds a job with our tag copied from the visible comment. Try 2 must not
-    adopt it: only jobs of the caller's own user (``meta.client.user``) are candidates."""
+    adopt it: the oldest job carrying the tag is ours only if no older record may hide it."""
     emulator = emulator_factory(history_comments=False, min_job_age=0.5)
     connect(monkeypatch, emulator, credentials_file)
     tag = task_tag("dag", "replay", "run", key=KEY)
@@ -186,7 +187,8 @@ def test_a_copied_tag_is_never_adopted_once_our_job_left_the_queue_and_the_histo
     found = retry.find_job_by_tag(tag, name="replay", since=int(time.time()) - 600)
     assert found is None or found.job_id != copy, f"adopted job {copy} of user {OTHER_USER}"
     assert found is None  # ours can no longer be told by its tag: the retry submits anew
-    assert retry.caller_user() != OTHER_USER
+    with pytest.raises(ConfigurationError, match="slurm_user"):
+        retry.caller_user()  # nothing learned: the copy's owner is not taken for ours
 
 
 def test_a_retry_looks_in_the_history_filtered_by_name_not_in_the_live_queue(gcp_connection: Any) -> None:
@@ -216,7 +218,8 @@ def test_a_submission_prepared_by_the_operator_is_sent_as_prepared(
     result = hook.submit_prepared(prepared)
     jobs = tagged(emulator, tag)
     assert [job["job_id"] for job in jobs] == [result.job_id], jobs
-    assert jobs[0]["comment"] == prepared.job["comment"]
+    # As prepared, and this submit's send marker after it.
+    assert jobs[0]["comment"] == f"{prepared.job['comment']} {result.send_marker}"
     emulator.wait_for_state(result.job_id, ["COMPLETED"], timeout=30)
     job = hook.get_job(result.job_id)
     assert job is not None and job.extra is not None and "prepared once" in job.extra  # the wrapper reported it

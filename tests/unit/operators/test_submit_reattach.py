@@ -15,10 +15,12 @@ from typing import Any
 import pytest
 
 from airflow_provider_slurmapi._compat import AirflowException
+from airflow_provider_slurmapi.account_store import variable_name
 from airflow_provider_slurmapi.operators.slurm import JOB_ID_STATE_KEY, SlurmSubmitJobOperator
 from tests.conftest import CLUSTER_ID, PROJECT, REGION
 from tests.unit.recorded_slurm import (
     API_VERSION,
+    CALLER,
     ENDPOINT,
     LIVE_CANCELLED,
     LIVE_COMPLETED,
@@ -63,12 +65,32 @@ def second_try(store_job: int | None = EARLIER) -> tuple[TaskInstance, StateStor
 
 
 def test_a_first_try_looks_for_nothing_and_submits() -> None:
+    """The account is kept (conftest: through a secrets backend, the environment): one call, the submit."""
     slurm = RecordedSlurm()
     slurm.accepts_submit(NEW)
     ti, store = TaskInstance(try_number=1), StateStore()
     job_id = operator(slurm, wait_for_completion=False).execute(task_context(ti, store))
     assert job_id == NEW and ti.xcom["slurm_job_id"] == NEW and store.values[JOB_ID_STATE_KEY] == NEW
     assert [(method, path) for method, path, _ in slurm.calls] == [("POST", f"/slurm/{API_VERSION}/job/submit")]
+
+
+def test_a_first_submit_with_no_account_known_reads_its_job_once_to_learn_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing configured, nothing kept: the owner of the job whose submit answer was read is our account."""
+    monkeypatch.delenv(f"AIRFLOW_VAR_{kept_account_variable().upper()}")
+    slurm = RecordedSlurm()
+    slurm.accepts_submit(NEW)
+    slurm.job(NEW, LIVE_RUNNING, user_name=CALLER)
+    op = operator(slurm, wait_for_completion=False)
+    assert op.execute(task_context(TaskInstance(try_number=1), StateStore())) == NEW
+    assert [(method, path) for method, path, _ in slurm.calls] == [
+        ("POST", f"/slurm/{API_VERSION}/job/submit"),
+        ("GET", f"/slurm/{API_VERSION}/job/{NEW}"),
+    ]
+    assert op.hook.caller_user() == CALLER
+
+
+def kept_account_variable() -> str:
+    return variable_name("google_cloud_default", PROJECT, REGION, CLUSTER_ID)
 
 
 def test_an_earlier_completed_job_is_the_result_and_nothing_is_submitted() -> None:
@@ -151,14 +173,15 @@ def test_a_stored_id_that_is_not_a_job_id_is_ignored_and_the_history_is_asked() 
     """A garbled stored id (a store shared with something else) is not trusted: the tag decides."""
     slurm = RecordedSlurm()
     slurm.answer("GET", f"/slurmdb/{API_VERSION}/jobs/", "53_slurmdb_jobs_user_tester", jobs=[])
+    slurm.answer("GET", f"/slurm/{API_VERSION}/jobs/", "10_jobs_all_while_A_running", jobs=[])
     slurm.accepts_submit(NEW)
     ti, store = second_try(store_job=None)
     store.set(JOB_ID_STATE_KEY, "not-a-job")
     assert operator(slurm, wait_for_completion=False).execute(task_context(ti, store)) == NEW
-    assert [path.split("/")[2:4] for _, path, _ in slurm.calls] == [
-        [API_VERSION, "partitions"],  # who the caller is: only its own jobs are candidates
-        [API_VERSION, "jobs"],
-        [API_VERSION, "job"],
+    assert [path.split("/")[1:4] for _, path, _ in slurm.calls] == [
+        ["slurmdb", API_VERSION, "jobs"],  # the history first (filtered by name and time)
+        ["slurm", API_VERSION, "jobs"],  # it holds nothing: the live queue (a job slurmdbd has not recorded yet)
+        ["slurm", API_VERSION, "job"],
     ]
 
 
@@ -233,6 +256,7 @@ def test_the_job_of_another_map_index_is_not_this_task_instances() -> None:
     comment = first_try_comment(TaskInstance(try_number=1, map_index=0))
     slurm = RecordedSlurm()
     history_with(slurm, (EARLIER, "COMPLETED", "tester", comment))
+    slurm.answer("GET", f"/slurm/{API_VERSION}/jobs/", "10_jobs_all_while_A_running", jobs=[])
     slurm.accepts_submit(NEW)
     ti = TaskInstance(try_number=2, map_index=1)
     assert operator(slurm, wait_for_completion=False).execute(task_context(ti)) == NEW

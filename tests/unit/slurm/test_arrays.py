@@ -238,7 +238,7 @@ def test_state_only_updates_keep_how_tasks_ended() -> None:
 def test_the_tasks_of_an_array_are_one_tagged_job() -> None:
     """A retry looking for its job by tag finds the array (all its tasks carry the tag), never a task
     taken for a second copy of the job."""
-    from airflow_provider_slurmapi.slurm.tag import newest_tagged, own_tagged
+    from airflow_provider_slurmapi.slurm.tag import own_tagged
 
     tag = "airflow-ti=abc"
     records = [
@@ -248,5 +248,5 @@ def test_the_tasks_of_an_array_are_one_tagged_job() -> None:
     ]
     found = own_tagged(records, tag, user="alice")
     assert [job.job_id for job in found] == [A]
-    newest = newest_tagged(records, tag, user="alice")
+    newest = found[-1]
     assert newest is not None and newest.job_id == A and newest.array_job_id == A

@@ -16,7 +16,7 @@ from airflow_provider_slurmapi.slurm.readers import (
     read_live_job,
     read_submit,
 )
-from airflow_provider_slurmapi.slurm.tag import newest_tagged, own_tagged
+from airflow_provider_slurmapi.slurm.tag import own_tagged
 from airflow_provider_slurmapi.slurm.watch import JobWatch
 from tests.fixtures import fixture_body, fixture_job_id, fixture_status
 
@@ -78,7 +78,7 @@ def test_lists_and_states() -> None:
     assert states[5].state.value == "RUNNING"
 
 
-def test_newest_tagged_picks_the_latest_job_with_the_tag_as_a_whole_token() -> None:
+def test_own_tagged_matches_the_tag_as_a_whole_token_oldest_first() -> None:
     base = SlurmJob.from_live(fixture_body("16_job_A_completed")["jobs"][0])
     import dataclasses
 
@@ -86,8 +86,8 @@ def test_newest_tagged_picks_the_latest_job_with_the_tag_as_a_whole_token() -> N
     b = dataclasses.replace(base, job_id=9, comment="airflow-ti=abc")
     c = dataclasses.replace(base, job_id=12, comment="airflow-ti=other")
     d = dataclasses.replace(base, job_id=15, comment="xairflow-ti=abcdef")
-    assert newest_tagged([a, b, c, d], "airflow-ti=abc", user=str(base.user)) is b
-    assert newest_tagged([c, d], "airflow-ti=abc", user=str(base.user)) is None
+    assert own_tagged([b, c, d, a], "airflow-ti=abc", user=str(base.user)) == [a, b]
+    assert own_tagged([c, d], "airflow-ti=abc", user=str(base.user)) == []
 
 
 def test_only_jobs_of_the_submitting_user_are_candidates() -> None:
@@ -97,11 +97,11 @@ def test_only_jobs_of_the_submitting_user_are_candidates() -> None:
 
     ours = dataclasses.replace(base, job_id=3, comment="airflow-ti=abc", user="tester")
     copy = dataclasses.replace(base, job_id=7, comment="airflow-ti=abc", user="mallory")
-    assert newest_tagged([copy, ours], "airflow-ti=abc", user="tester") is ours
-    assert newest_tagged([copy], "airflow-ti=abc", user="tester") is None
+    assert own_tagged([copy, ours], "airflow-ti=abc", user="tester") == [ours]
+    assert own_tagged([copy], "airflow-ti=abc", user="tester") == []
     # The copy is older than anything of ours the answer shows (ours left the queue): still not ours.
     older_copy = dataclasses.replace(copy, job_id=1)
-    assert newest_tagged([older_copy], "airflow-ti=abc", user="tester") is None
+    assert own_tagged([older_copy], "airflow-ti=abc", user="tester") == []
     assert own_tagged([copy, ours, ours], "airflow-ti=abc", user="tester") == [ours]
     assert own_tagged([ours], "airflow-ti=abc", user="tester", since=(ours.submit_time or 0) + 1) == []
     with pytest.raises(ValueError, match="caller's user"):
