@@ -361,6 +361,6 @@ def test_sigterm_while_the_submit_answer_is_late_cancels_the_one_job(
     assert state(lab, job_id) == "CANCELLED"
     log = deployment.log("deploy_submit", run, 1)
     assert "Task killed while its Slurm job was being submitted" in log, log[-3000:]
-    assert "cancels the job carrying tag" in log, log[-3000:]  # the reaper was started
+    assert "cancels the job carrying slurmapi-send=" in log, log[-3000:]  # the reaper was started
     if not sigkilled:
         assert f"The task was killed while Slurm job {job_id} was being submitted" in log, log[-3000:]

@@ -77,7 +77,7 @@ def test_sigterm_during_the_submit_lets_the_answer_arrive_and_cancels_the_job(
 
 def test_sigkill_before_the_answer_leaves_the_cancel_to_the_reaper(airflow_db: Any, gcp_connection: Any) -> None:
     """Answered 30 s late; SIGKILL 1 s after SIGTERM (before the answer): the task never learns the job's id,
-    and the reaper process, which outlives it, finds the job by its tag and cancels it."""
+    and the reaper process, which outlives it, finds the job by its send marker and cancels it."""
     gcp_connection.add_fault("slow=30@submit")
     worker = _worker(datetime(2026, 3, 6, tzinfo=UTC))
     job = _made_job(gcp_connection, worker)
@@ -86,7 +86,7 @@ def test_sigkill_before_the_answer_leaves_the_cancel_to_the_reaper(airflow_db: A
     worker.kill()
     output, _ = worker.communicate(timeout=30)
     assert "Task killed while its Slurm job was being submitted" in output, output[-3000:]
-    assert "cancels the job carrying tag" in output, output[-3000:]
+    assert "cancels the job carrying slurmapi-send=" in output, output[-3000:]
     gcp_connection.wait_for_state(job["job_id"], ["CANCELLED"], timeout=60)
     assert [j["job_id"] for j in gcp_connection.jobs() if j["name"] == "scenario-long"] == [job["job_id"]]
 
