@@ -176,13 +176,17 @@ test-deployment-airflow2105: $(VENV2105)/.installed deployment-deps slurm-lab-up
 	@eval "$$(scripts/slurm-lab env)" && $(PY2105) -m pytest -q -p no:cacheprovider -m deployment tests/deployment \
 		$(if $(DEPLOYMENT_BY_VERSION),-k "$(DEPLOYMENT_AIRFLOW2105)")
 
-## PostgreSQL from Debian's packages, for the deployment suite (as root; the system service is not started).
+## PostgreSQL and Redis (the 3.3 deployment's Celery broker) from Debian's packages, for the deployment
+## suite (as root; neither system service is started: the harness runs its own on free ports and dirs).
+## A policy-rc.d already present (Docker's) is kept.
+DEPLOYMENT_PACKAGES ?= postgresql redis-server
 deployment-deps:
-	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
-		test "$$(id -u)" = 0 || { echo "PostgreSQL missing: run 'make deployment-deps' as root" >&2; exit 1; }; \
-		printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
-		status=$$?; rm -f /usr/sbin/policy-rc.d; exit $$status; }
+	@{ ls /usr/lib/postgresql/*/bin/initdb && command -v redis-server; } >/dev/null 2>&1 || { \
+		test "$$(id -u)" = 0 || { echo "PostgreSQL or Redis missing: run 'make deployment-deps' as root" >&2; exit 1; }; \
+		own=; test -e /usr/sbin/policy-rc.d || { own=1; printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; \
+			chmod +x /usr/sbin/policy-rc.d; }; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEPLOYMENT_PACKAGES) >/dev/null; \
+		status=$$?; test -z "$$own" || rm -f /usr/sbin/policy-rc.d; exit $$status; }
 
 ## The suites that import Airflow (AIRFLOW_SUITES) again on Airflow 2.11.
 test-airflow2: $(VENV2)/.installed

@@ -8,6 +8,7 @@ key whose token endpoint is the gateway's. Marked ``deployment``: the other runs
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -72,6 +73,22 @@ def gateway(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]
                     lab.cancel(job["job_id"])
 
 
+def deployment_executor() -> str:
+    """Airflow 3.3 runs as Cloud Composer 3 does (CeleryExecutor: 2 workers, 2 schedulers, 2 triggerers);
+    the older lines keep the LocalExecutor. ``SLURMAPI_DEPLOYMENT_EXECUTOR=LocalExecutor`` forces it."""
+    import airflow
+
+    forced = os.environ.get("SLURMAPI_DEPLOYMENT_EXECUTOR")
+    if forced:
+        if forced not in ("LocalExecutor", "CeleryExecutor"):
+            raise pytest.UsageError(
+                f"SLURMAPI_DEPLOYMENT_EXECUTOR={forced!r}: use LocalExecutor or CeleryExecutor (or leave it unset)"
+            )
+        return forced
+    major, minor = (int(p) for p in airflow.__version__.split(".")[:2])
+    return "CeleryExecutor" if (major, minor) >= (3, 3) else "LocalExecutor"
+
+
 @pytest.fixture(scope="session")
 def deployment(gateway: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     import airflow
@@ -88,8 +105,10 @@ def deployment(gateway: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     # Kept after the run (logs of every component) and named in the summary; not pytest's rotating tmp.
     root = Path(tempfile.mkdtemp(prefix=f"slurmapi-deployment-{airflow.__version__}-"))
     FIGURES.append(f"logs of the deployment: {root}")
+    executor = deployment_executor()
+    FIGURES.append(f"executor: {executor}")
     try:
-        with running_deployment(Path(sys.executable), root, env, major) as deployment:
+        with running_deployment(Path(sys.executable), root, env, major, executor) as deployment:
             yield deployment
     except DeploymentError as exc:
         pytest.fail(f"The Airflow deployment did not start: {exc}", pytrace=False)
