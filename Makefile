@@ -155,8 +155,10 @@ test: install slurm-lab-up
 	$(call TIMED,deployment-2.10.5+package+airflow-3.1,$(MAKE) --no-print-directory -j2 --output-sync=target \
 		test-deployment-airflow2105 pins test-airflow31)
 
-## A real deployment (PostgreSQL; api-server, scheduler, dag-processor, triggerer as processes) on the
-## real Slurm lab, driven through the REST API; prints the FIGURE lines it measures.
+## A real deployment on the real Slurm lab, driven through the REST API; prints the FIGURE lines it
+## measures. On 3.3 it runs as Cloud Composer 3 does (tests/deployment/harness.py): PostgreSQL, the
+## CeleryExecutor on a Redis broker, 2 Celery workers, 2 schedulers, 2 triggerers, a dag-processor and the
+## api-server; the at-scale scenarios (test_celery_scale.py) take their task counts from SLURMAPI_*_TASKS.
 test-deployment: install deployment-deps slurm-lab-up
 	@eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider -m deployment tests/deployment
 

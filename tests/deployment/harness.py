@@ -44,6 +44,15 @@ CELERY_WORKERS = 2
 CELERY_CONCURRENCY = 4
 
 
+# The address each process names itself by (``[core] hostname_callable``, tests/deployment/loopback.py):
+# a task instance's ``hostname`` says which worker ran it, a triggerer job's which triggerer holds it.
+HOSTNAMES = {"triggerer": "127.0.0.1", "triggerer-2": "127.0.0.2", "worker-1": "127.0.0.3", "worker-2": "127.0.0.4"}
+
+
+def hostname_of(name: str) -> str:
+    return HOSTNAMES.get(name, "127.0.0.1")
+
+
 class DeploymentError(RuntimeError):
     """A part of the deployment could not start; the message says which and shows its log."""
 
@@ -299,6 +308,8 @@ class Deployment:
                     # A worker SIGKILLed with a task: the message goes back to the queue only when its
                     # visibility timeout ends; the scheduler's heartbeat timeout decides first.
                     "AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__VISIBILITY_TIMEOUT": "21600",
+                    # A task whose message a restarted broker lost is queued again after this (default 600 s).
+                    "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "60",
                 }
             )
         env.update({k: v for k, v in self.extra_env.items() if not k.startswith("_")})
@@ -369,8 +380,13 @@ class Deployment:
             raise DeploymentError(f"{exc}\n{self.logs()}") from None
 
     def start_triggerer(self, name: str = "triggerer") -> Component:
-        # Each triggerer serves its logs on a port of its own.
-        return self.start_component(name, "triggerer", AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()))
+        # Each triggerer serves its logs on a port of its own, and names itself by its own loopback address.
+        return self.start_component(
+            name,
+            "triggerer",
+            AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()),
+            SLURMAPI_DEPLOYMENT_HOSTNAME=hostname_of(name),
+        )
 
     def start_worker(self, name: str) -> Component:
         """A Celery worker: its own node name, pid file and log-server port (several share the host)."""
@@ -385,6 +401,7 @@ class Deployment:
             "--pid",
             str(self.root / f"{name}.pid"),
             AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(free_port()),
+            SLURMAPI_DEPLOYMENT_HOSTNAME=hostname_of(name),
         )
 
     def restart_component(self, name: str, sig: int = signal.SIGTERM) -> Component:
