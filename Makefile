@@ -159,8 +159,13 @@ test: install slurm-lab-up
 ## measures. On 3.3 it runs as Cloud Composer 3 does (tests/deployment/harness.py): PostgreSQL, the
 ## CeleryExecutor on a Redis broker, 2 Celery workers, 2 schedulers, 2 triggerers, a dag-processor and the
 ## api-server; the at-scale scenarios (test_celery_scale.py) take their task counts from SLURMAPI_*_TASKS.
+## Left out there (CI's time): the hundred-task kill of test_deployment.py, which the at-scale run of 60
+## killed over both triggerers (the same on_kill path, counted the same way) and the 200 tasks over 3
+## clusters (the calls per interval) cover; `DEPLOYMENT_33_SKIP=` runs it too.
+DEPLOYMENT_33_SKIP ?= a_hundred_mapped_deferred_tasks_two_triggerers
 test-deployment: install deployment-deps slurm-lab-up
-	@eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider -m deployment tests/deployment
+	@eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider -m deployment tests/deployment \
+		$(if $(DEPLOYMENT_33_SKIP),-k "not $(DEPLOYMENT_33_SKIP)")
 
 ## The version-dependent deployment scenarios (DEPLOYMENT_BY_VERSION) on the newest 3.x before 3.3, on
 ## 2.11 and on 2.10.5 under Composer's pins (own venvs). `DEPLOYMENT_BY_VERSION=` runs them all. On 3.2,
