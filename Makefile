@@ -63,7 +63,7 @@ UV_VENV   = @command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet u
 	test -x $(1)/bin/python || uv venv --quiet --python 3.11 $(1) 2>/dev/null || uv venv --quiet $(1)
 
 .PHONY: demo test test-fast test-slurm test-slurm-26 test-airflow2 test-airflow2105 test-airflow31 test-airflow34 test-deployment test-deployment-airflow2 \
-	test-deployment-airflow2105 test-deployment-airflow3x deployment-deps lint bench slurm-lab-up slurm-lab-down \
+	test-deployment-airflow2105 test-deployment-airflow3x test-deployment-scale deployment-deps lint bench slurm-lab-up slurm-lab-down \
 	clean install lock dist pins docs
 
 $(VENV)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK)
@@ -169,10 +169,19 @@ test: install slurm-lab-up
 	$(call TIMED,deployment-2.10.5+package+airflow-3.1+3.4,$(MAKE) --no-print-directory -j2 --output-sync=target \
 		test-deployment-airflow2105 pins test-airflow31 test-airflow34)
 
-## A real deployment (PostgreSQL; api-server, scheduler, dag-processor, triggerer as processes) on the
-## real Slurm lab, driven through the REST API; prints the FIGURE lines it measures.
+## A real deployment on the real Slurm lab, driven through the REST API; prints the FIGURE lines it
+## measures. On 3.3 it runs as Cloud Composer 3 does (tests/deployment/harness.py): PostgreSQL, the
+## CeleryExecutor on a Redis broker, 2 Celery workers, 2 schedulers, 2 triggerers, a dag-processor and the
+## api-server. The at-scale scenarios (test_celery_scale.py: 200 tasks over 3 clusters, failovers, restarts,
+## the tag key's first use) take about 22 minutes on 2 cores, more than CI's budget leaves: they run with
+## `make test-deployment-scale`, their task counts from SLURMAPI_*_TASKS (the issue's numbers by default).
 test-deployment: install deployment-deps slurm-lab-up
-	@eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider -m deployment tests/deployment
+	@eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider -m deployment tests/deployment \
+		--ignore=tests/deployment/test_celery_scale.py
+
+test-deployment-scale: install deployment-deps slurm-lab-up
+	@eval "$$(scripts/slurm-lab env)" && $(PY) -m pytest -q -p no:cacheprovider -m deployment \
+		tests/deployment/test_celery_scale.py
 
 ## The version-dependent deployment scenarios (DEPLOYMENT_BY_VERSION) on the newest 3.x before 3.3, on
 ## 2.11 and on 2.10.5 under Composer's pins (own venvs). `DEPLOYMENT_BY_VERSION=` runs them all. On 3.2,
@@ -190,13 +199,17 @@ test-deployment-airflow2105: $(VENV2105)/.installed deployment-deps slurm-lab-up
 	@eval "$$(scripts/slurm-lab env)" && $(PY2105) -m pytest -q -p no:cacheprovider -m deployment tests/deployment \
 		$(if $(DEPLOYMENT_BY_VERSION),-k "$(DEPLOYMENT_AIRFLOW2105)")
 
-## PostgreSQL from Debian's packages, for the deployment suite (as root; the system service is not started).
+## PostgreSQL and Redis (the 3.3 deployment's Celery broker) from Debian's packages, for the deployment
+## suite (as root; neither system service is started: the harness runs its own on free ports and dirs).
+## A policy-rc.d already present (Docker's) is kept.
+DEPLOYMENT_PACKAGES ?= postgresql redis-server
 deployment-deps:
-	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
-		test "$$(id -u)" = 0 || { echo "PostgreSQL missing: run 'make deployment-deps' as root" >&2; exit 1; }; \
-		printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
-		status=$$?; rm -f /usr/sbin/policy-rc.d; exit $$status; }
+	@{ ls /usr/lib/postgresql/*/bin/initdb && command -v redis-server; } >/dev/null 2>&1 || { \
+		test "$$(id -u)" = 0 || { echo "PostgreSQL or Redis missing: run 'make deployment-deps' as root" >&2; exit 1; }; \
+		own=; test -e /usr/sbin/policy-rc.d || { own=1; printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; \
+			chmod +x /usr/sbin/policy-rc.d; }; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEPLOYMENT_PACKAGES) >/dev/null; \
+		status=$$?; test -z "$$own" || rm -f /usr/sbin/policy-rc.d; exit $$status; }
 
 ## The suites that import Airflow (AIRFLOW_SUITES) again on Airflow 2.11.
 test-airflow2: $(VENV2)/.installed

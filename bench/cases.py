@@ -165,11 +165,21 @@ async def fanin(args: argparse.Namespace) -> dict[str, Any]:
         def polls() -> float:
             return sum(t.polls for t in triggers) / n
 
-    # Start the window half an interval away from a poll, so that it holds `intervals` polls.
-    await asyncio.sleep(interval / 2)
     control = control_headers()
-    await asyncio.to_thread(requests.post, f"{args.emulator}/_emulator/calls/reset", headers=control, timeout=30)
+    if args.barrier:
+        # Several triggerer-like processes: say this one is warm, then start the window when the
+        # orchestrator says (it resets the emulator's count for all of them at that moment).
+        barrier = Path(args.barrier)
+        (barrier / f"ready-{os.getpid()}").touch()
+        go = barrier / "go"
+        await wait_until(go.exists, args.warmup_timeout, "the orchestrator's go")
+        await asyncio.sleep(max(0.0, float(go.read_text()) - time.time()))
+    else:
+        # Start the window half an interval away from a poll, so that it holds `intervals` polls.
+        await asyncio.sleep(interval / 2)
+        await asyncio.to_thread(requests.post, f"{args.emulator}/_emulator/calls/reset", headers=control, timeout=30)
 
+    polls_by_cluster0 = {k.cluster_id: p.polls for k, p in pollers_of_this_loop().items()}
     rounds0 = polls()
     sampler.measuring = True
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -177,6 +187,9 @@ async def fanin(args: argparse.Namespace) -> dict[str, Any]:
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     sampler.measuring = False
     rounds = polls() - rounds0
+    polls_by_cluster = {
+        k.cluster_id: p.polls - polls_by_cluster0.get(k.cluster_id, 0) for k, p in pollers_of_this_loop().items()
+    }
     calls = (
         await asyncio.to_thread(requests.get, f"{args.emulator}/_emulator/calls", headers=control, timeout=30)
     ).json()
@@ -209,6 +222,8 @@ async def fanin(args: argparse.Namespace) -> dict[str, Any]:
         "events": len(events),
         "event_sample": events[:1],
         "leftover_pollers": leftover_pollers,
+        "polls_by_cluster": polls_by_cluster,
+        "pid": os.getpid(),
     }
 
 
@@ -409,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--intervals", type=int, default=5)
     f.add_argument("--warmup-timeout", type=float, default=600.0)
     f.add_argument("--emulator", required=True)
+    f.add_argument("--barrier", help="directory: several processes start their window together (bench/run.py)")
     f.add_argument("--out", required=True)
     st = sub.add_parser("start")
     st.add_argument("--n", type=int, required=True)

@@ -19,6 +19,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -472,6 +473,152 @@ def report_lag(result: dict[str, Any], n: int, clusters: int) -> list[tuple[str,
     return [(f"lag: p99 at N={n} over {clusters} clusters {p99 * 1000:.1f} ms < 50 ms", p99 < GOAL_MAX_LAG_P99)]
 
 
+# -- several triggerer processes ----------------------------------------------------------------------
+def _fanin_processes(
+    emulator: Emulator, tmp: Path, variant: str, procs: int, n: int, clusters: int, interval: float, intervals: int
+) -> tuple[list[dict[str, Any]], dict[str, Any], float]:
+    """``procs`` triggerer-like processes (each its own interpreter and event loop), ``n`` triggers each
+    over ``clusters`` clusters, all on one emulator; their windows start together and the emulator counts
+    the calls of that window. Returns the cases' results, the emulator's count and the window's wall."""
+    barrier = tmp / f"barrier-{variant}"
+    shutil.rmtree(barrier, ignore_errors=True)
+    barrier.mkdir(parents=True)
+    env = child_env(tmp, emulator)
+    running = []
+    for k in range(procs):
+        out = tmp / f"multi-{variant}-{k}.json"
+        out.unlink(missing_ok=True)
+        case = [
+            "fanin",
+            f"--variant={variant}",
+            f"--n={n}",
+            f"--first-id={1 + k * n}",
+            f"--clusters={clusters}",
+            f"--interval={interval}",
+            f"--intervals={intervals}",
+            f"--emulator={emulator.url}",
+            f"--barrier={barrier}",
+            "--warmup-timeout=1800",
+            "--out",
+            str(out),
+        ]
+        log = (tmp / f"multi-{variant}-{k}.log").open("w")
+        proc = subprocess.Popen([sys.executable, str(BENCH / "cases.py"), *case], env=env, stdout=log, stderr=log)
+        running.append((proc, out, log))
+    try:
+        deadline = time.monotonic() + 1800
+        while len(list(barrier.glob("ready-*"))) < procs:
+            dead = [p for p, _, _ in running if p.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                raise RuntimeError(f"a {variant} process ended or hung before its window (logs in {tmp})")
+            time.sleep(0.2)
+        go_at = time.time() + 1.0
+        (barrier / "go.tmp").write_text(repr(go_at))
+        (barrier / "go.tmp").rename(barrier / "go")
+        time.sleep(max(0.0, go_at - time.time()))
+        emulator.reset_calls()
+        started = time.perf_counter()
+        time.sleep(interval * intervals)
+        calls = emulator.calls()
+        wall = time.perf_counter() - started
+        results = []
+        for proc, out, log in running:
+            proc.wait(600)
+            log.close()
+            if proc.returncode != 0 or not out.exists():
+                raise RuntimeError(
+                    f"a {variant} process failed ({proc.returncode}): {Path(log.name).read_text()[-3000:]}"
+                )
+            results.append(dict(json.loads(out.read_text())))
+    finally:
+        for proc, _, log in running:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(30)
+            log.close()
+    return results, calls, wall
+
+
+def bench_multiproc(
+    tmp: Path, procs: int, n: int, clusters: int, peer_n: int, interval: float, intervals: int
+) -> dict[str, Any]:
+    """Fan-in over several triggerer processes: ``procs`` x ``n`` shared-poller triggers over ``clusters``
+    clusters, then the peer baseline (one trigger, one hook, one call per job) with ``procs`` x ``peer_n``
+    triggers in the same run, on the same emulator."""
+    with start_emulator(tmp / "multiproc") as emulator:
+        t0 = time.perf_counter()
+        ids = emulator.submit_held_jobs(procs * max(n, peer_n))
+        print(f"  multi-process: {len(ids)} held jobs submitted in {time.perf_counter() - t0:.1f}s", flush=True)
+        shared, shared_calls, shared_wall = _fanin_processes(
+            emulator, tmp, "shared", procs, n, clusters, interval, intervals
+        )
+        peer, peer_calls, peer_wall = _fanin_processes(
+            emulator, tmp, "peer", procs, peer_n, clusters, interval, intervals
+        )
+    windows = shared_wall / interval
+    per_cluster: dict[str, float] = {}
+    for result in shared:
+        for cluster, polls in result["polls_by_cluster"].items():
+            per_cluster[cluster] = per_cluster.get(cluster, 0.0) + polls / result["intervals"]
+    summary = {
+        "shared": shared,
+        "peer": peer,
+        "per_cluster": per_cluster,
+        "emulator_jobs_state_per_interval": shared_calls["by_kind"].get("jobs-state", 0) / windows,
+        "emulator_calls_per_interval": shared_calls["total"] / windows,
+        "peer_calls_per_interval": peer_calls["total"] / (peer_wall / interval),
+    }
+    for variant, results, count in (("shared", shared, n), ("peer", peer, peer_n)):
+        for r in results:
+            print(
+                f"  multi-process {variant} pid {r['pid']}: N={count}, CPU {r['cpu_per_interval'] * 1000:.1f} ms/interval, "
+                f"lag p99 {r['lag_p99'] * 1000:.1f} ms, setup {r['setup_wall']:.1f}s",
+                flush=True,
+            )
+    return summary
+
+
+def report_multiproc(
+    result: dict[str, Any], procs: int, n: int, clusters: int, peer_n: int, intervals: int
+) -> list[tuple[str, bool]]:
+    print(
+        f"\n9. Several triggerer processes: {procs} processes x {n} triggers over {clusters} clusters "
+        f"(peer baseline: {procs} x {peer_n}, same run)"
+    )
+    worst_cluster = max(result["per_cluster"].values(), default=float("nan"))
+    print(
+        f"   jobs/state calls per cluster per interval (client pollers, summed over processes): worst {worst_cluster:.2f}, "
+        f"all {dict(sorted((k, round(v, 2)) for k, v in result['per_cluster'].items()))}"
+    )
+    print(
+        f"   emulator: {result['emulator_jobs_state_per_interval']:.1f} jobs/state calls per interval over {clusters} clusters "
+        f"({result['emulator_calls_per_interval']:.1f} calls in all); peer baseline {result['peer_calls_per_interval']:.1f}"
+    )
+    print(f"   {'process':<10}{'triggers':>9}{'CPU ms/int':>12}{'CPU us/int/trigger':>20}{'lag p99 ms':>12}")
+    for variant, count in (("shared", n), ("peer", peer_n)):
+        for r in result[variant]:
+            print(
+                f"   {variant + ' ' + str(r['pid']):<10}{count:>9}{r['cpu_per_interval'] * 1000:>12.1f}"
+                f"{r['cpu_per_interval'] / count * 1e6:>20.1f}{r['lag_p99'] * 1000:>12.1f}"
+            )
+    shared_per_trigger = median([r["cpu_per_interval"] / n for r in result["shared"]])
+    peer_per_trigger = median([r["cpu_per_interval"] / peer_n for r in result["peer"]])
+    ratio = peer_per_trigger / shared_per_trigger if shared_per_trigger else float("inf")
+    print(f"   CPU per trigger per interval, peer/shared: {ratio:.1f}x")
+    worst_lag = max(r["lag_p99"] for r in result["shared"])
+    # One poller per cluster in each process: at most `procs` calls per cluster per interval, plus one
+    # round of each process at the window's edge.
+    limit = procs * (1 + 1 / intervals)
+    return [
+        (
+            f"multi-process: jobs/state calls per cluster per interval {worst_cluster:.2f} <= {procs} processes "
+            f"(+1 round each at the window's edge: {limit:.2f})",
+            worst_cluster <= limit,
+        ),
+        (f"multi-process: lag p99 in every process {worst_lag * 1000:.1f} ms < 50 ms", worst_lag < GOAL_MAX_LAG_P99),
+    ]
+
+
 # -- progress reads ---------------------------------------------------------------------------------
 def bench_progress(sizes: str) -> bool:
     """``bench/progress_reads.py`` in its own process (its table is printed as it runs)."""
@@ -504,7 +651,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", help="comma list of trigger counts (default 1,100,1000,5000; quick: 1,100)")
     parser.add_argument(
         "--only",
-        choices=("fanin", "parse", "hook", "start", "pollcost", "lag", "progress", "arrays", "restart"),
+        choices=("fanin", "multiproc", "parse", "hook", "start", "pollcost", "lag", "progress", "arrays", "restart"),
         action="append",
         help="run only these (repeatable)",
     )
@@ -523,6 +670,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, help="runs per case (default 3; quick 1)")
     parser.add_argument("--peer-budget", type=int, default=2000, help="peer repeats are capped so N x repeats <= this")
     parser.add_argument("--parse-repeats", type=int, help="rounds of the parse benchmark (default 3; quick 2)")
+    parser.add_argument(
+        "--multi",
+        help="several triggerer processes: PROCS,TRIGGERS,CLUSTERS,PEER_TRIGGERS (default 4,2500,10,100; quick 4,250,10,25)",
+    )
     args = parser.parse_args(argv)
 
     sizes = [int(x) for x in (args.n or ("1,100" if args.quick else "1,100,1000,5000")).split(",") if x.strip()]
@@ -530,12 +681,18 @@ def main(argv: list[str] | None = None) -> int:
     intervals = args.intervals or (3 if args.quick else 4)
     repeats = args.repeats or (1 if args.quick else 3)
     parse_repeats = args.parse_repeats or (2 if args.quick else 3)
-    only = set(args.only or ("fanin", "parse", "hook", "start", "pollcost", "lag", "progress", "arrays", "restart"))
+    only = set(
+        args.only
+        or ("fanin", "multiproc", "parse", "hook", "start", "pollcost", "lag", "progress", "arrays", "restart")
+    )
     start_qs = [int(x) for x in (args.start_q or ("0,1000" if args.quick else "0,1000,10000")).split(",")]
     start_n = args.start_n or (50 if args.quick else 500)
     baseline_n = args.baseline_n or (3 if args.quick else 10)
     poll_n = args.poll_n or (200 if args.quick else 1000)
     lag_n, lag_clusters = (500, 10) if args.quick else (5000, 10)
+    multi = [int(x) for x in (args.multi or ("4,250,10,25" if args.quick else "4,2500,10,100")).split(",")]
+    if len(multi) != 4 or min(multi) < 1:
+        parser.error(f"--multi={args.multi!r}: give four positive numbers, PROCS,TRIGGERS,CLUSTERS,PEER_TRIGGERS")
     started = time.perf_counter()
     goals: list[tuple[str, bool]] = []
 
@@ -568,6 +725,7 @@ def main(argv: list[str] | None = None) -> int:
             bench_pollcost(tmp, [min(start_qs), max(start_qs)], poll_n, baseline) if "pollcost" in only else None
         )
         lag_result = bench_lag(tmp, lag_n, lag_clusters, interval, intervals) if "lag" in only else None
+        multi_result = bench_multiproc(tmp, *multi, interval, intervals) if "multiproc" in only else None
         progress_ok = bench_progress("1,9" if args.quick else "1,8,9,60") if "progress" in only else None
         arrays_ok = (bench_arrays(100, 20) if args.quick else bench_arrays(1000, 100)) if "arrays" in only else None
         restart_ok = bench_restart("1,100" if args.quick else "1,100,1000") if "restart" in only else None
@@ -585,6 +743,8 @@ def main(argv: list[str] | None = None) -> int:
         goals += report_pollcost(poll_results, [min(start_qs), max(start_qs)], poll_n)
     if lag_result is not None:
         goals += report_lag(lag_result, lag_n, lag_clusters)
+    if multi_result is not None:
+        goals += report_multiproc(multi_result, *multi, intervals)
     if progress_ok is not None:
         goals.append(("progress: at most 8 progress reads per poll round, whatever N", progress_ok))
     if arrays_ok is not None:

@@ -8,9 +8,12 @@ key whose token endpoint is the gateway's. Marked ``deployment``: the other runs
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,16 @@ from tests.live_slurm.lab import LAB_SCRIPT, Lab, LabUnavailable, find_or_start_
 HERE = Path(__file__).resolve().parent
 CLUSTER_ID = "slurm-lab"
 POLL_INTERVAL = 5.0
+# (cluster id, Airflow connection id) of the clusters of the several-cluster scenarios; the first is the
+# one every other scenario uses.
+CLUSTERS = [(CLUSTER_ID, "google_cloud_default"), ("slurm-lab-b", "slurm_lab_b"), ("slurm-lab-c", "slurm_lab_c")]
+
+
+@dataclass
+class Cluster:
+    cluster_id: str
+    conn_id: str
+    gateway: Any
 
 
 FIGURES: list[str] = []
@@ -52,12 +65,11 @@ def lab() -> Lab:
         pytest.fail(f"The real Slurm lab is not available ({LAB_SCRIPT}): {exc}", pytrace=False)
 
 
-@pytest.fixture(scope="session")
-def gateway(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+@contextlib.contextmanager
+def _gateway_to(lab: Lab, creds: Path) -> Iterator[Any]:
     """The emulator in gateway mode in front of the real lab; jobs left behind are cancelled at the end."""
     from slurmapi_emulator import EmulatorConfig, run_emulator
 
-    creds = tmp_path_factory.mktemp("deployment-gateway") / "service-account.json"
     config = EmulatorConfig(
         slurmrestd=lab.url, slurm_token_file=str(lab.token_file), credentials_file=str(creds), project=PROJECT
     )
@@ -73,7 +85,44 @@ def gateway(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]
 
 
 @pytest.fixture(scope="session")
-def deployment(gateway: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+def gateway(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The emulator in gateway mode in front of the real lab: cluster ``slurm-lab``."""
+    with _gateway_to(lab, tmp_path_factory.mktemp("deployment-gateway") / "service-account.json") as handle:
+        yield handle
+
+
+@pytest.fixture(scope="session")
+def cluster_gateways(gateway: Any, lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Cluster]]:
+    """Three clusters (``CLUSTERS``), each behind a gateway of its own in front of the same lab, so the
+    calls each cluster gets are counted apart: what a deployment watching several clusters sends."""
+    with contextlib.ExitStack() as stack:
+        handles = [gateway] + [
+            stack.enter_context(_gateway_to(lab, tmp_path_factory.mktemp(f"gateway-{c}") / "service-account.json"))
+            for c in CLUSTERS[1:]
+        ]
+        yield [Cluster(cid, conn, handle) for (cid, conn), handle in zip(CLUSTERS, handles, strict=True)]
+
+
+def deployment_executor() -> str:
+    """Airflow 3.3 runs as Cloud Composer 3 does (CeleryExecutor: 2 workers, 2 schedulers, 2 triggerers);
+    the older lines keep the LocalExecutor. ``SLURMAPI_DEPLOYMENT_EXECUTOR=LocalExecutor`` forces it."""
+    import airflow
+
+    forced = os.environ.get("SLURMAPI_DEPLOYMENT_EXECUTOR")
+    if forced:
+        if forced not in ("LocalExecutor", "CeleryExecutor"):
+            raise pytest.UsageError(
+                f"SLURMAPI_DEPLOYMENT_EXECUTOR={forced!r}: use LocalExecutor or CeleryExecutor (or leave it unset)"
+            )
+        return forced
+    major, minor = (int(p) for p in airflow.__version__.split(".")[:2])
+    return "CeleryExecutor" if (major, minor) >= (3, 3) else "LocalExecutor"
+
+
+@pytest.fixture(scope="session")
+def deployment(
+    gateway: Any, cluster_gateways: list[Cluster], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
     import airflow
 
     major = int(airflow.__version__.split(".")[0])
@@ -84,12 +133,17 @@ def deployment(gateway: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         "SLURMAPI_CLUSTER_ID": CLUSTER_ID,
         "SLURMAPI_PARTITION": "debug",
         "SLURMAPI_POLL_INTERVAL": str(POLL_INTERVAL),
+        "SLURMAPI_SCALE_CLUSTERS": ",".join(f"{c.conn_id}:{c.cluster_id}" for c in cluster_gateways),
     }
+    for c in cluster_gateways[1:]:
+        env[f"AIRFLOW_CONN_{c.conn_id.upper()}"] = connection_uri_env(c.gateway, c.gateway.credentials_file)
     # Kept after the run (logs of every component) and named in the summary; not pytest's rotating tmp.
     root = Path(tempfile.mkdtemp(prefix=f"slurmapi-deployment-{airflow.__version__}-"))
     FIGURES.append(f"logs of the deployment: {root}")
+    executor = deployment_executor()
+    FIGURES.append(f"executor: {executor}")
     try:
-        with running_deployment(Path(sys.executable), root, env, major) as deployment:
+        with running_deployment(Path(sys.executable), root, env, major, executor) as deployment:
             yield deployment
     except DeploymentError as exc:
         pytest.fail(f"The Airflow deployment did not start: {exc}", pytrace=False)

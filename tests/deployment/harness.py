@@ -3,8 +3,15 @@
 Everything is started here and stopped by PID (each process leads its own session, so its children go
 with it): PostgreSQL from Debian's packages on its own port and data directory, then ``airflow db
 migrate``, the api-server (Airflow 3) or webserver (Airflow 2), scheduler, dag-processor (Airflow 3)
-and triggerer with the LocalExecutor. The tests drive and read it through the REST API, as a user's
-tooling would.
+and triggerer. Two executors:
+
+- ``LocalExecutor`` (the older Airflow lines): one scheduler, one triggerer; tasks run in the scheduler's
+  worker processes.
+- ``CeleryExecutor`` (Airflow 3.3, as Cloud Composer 3 runs it): a Redis server from Debian's packages
+  (its own port and directory, never the system service) as the broker, the metadata database as the
+  result backend, 2 Celery workers, 2 schedulers, 2 triggerers, a dag-processor and the api-server.
+
+The tests drive and read it through the REST API, as a user's tooling would.
 """
 
 from __future__ import annotations
@@ -31,6 +38,19 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 DAG_FILES = HERE / "dag_files"
 WAIT = 180.0  # only turns a hang into a failure
+# The Celery deployment: 2 workers of 4 slots each (Composer's default worker_concurrency scales with the
+# worker's size; 4 keeps the 2-core machine's load where the LocalExecutor's 8 slots kept it).
+CELERY_WORKERS = 2
+CELERY_CONCURRENCY = 4
+
+
+# The address each process names itself by (``[core] hostname_callable``, tests/deployment/loopback.py):
+# a task instance's ``hostname`` says which worker ran it, a triggerer job's which triggerer holds it.
+HOSTNAMES = {"triggerer": "127.0.0.1", "triggerer-2": "127.0.0.2", "worker-1": "127.0.0.3", "worker-2": "127.0.0.4"}
+
+
+def hostname_of(name: str) -> str:
+    return HOSTNAMES.get(name, "127.0.0.1")
 
 
 class DeploymentError(RuntimeError):
@@ -62,6 +82,69 @@ def postgres_bin() -> Path:
             "PostgreSQL is not installed: `make deployment-deps` installs Debian's postgresql package (as root)."
         )
     return Path(found[-1]).parent
+
+
+def redis_server() -> str:
+    found = shutil.which("redis-server")
+    if found is None:
+        raise DeploymentError(
+            "redis-server is not installed: `make deployment-deps` installs Debian's redis-server package (as root)."
+        )
+    return found
+
+
+class Redis:
+    """A throw-away Redis server (the Celery broker) on its own port and directory, no persistence.
+
+    ``restart()`` stops it by PID and starts it again on the same port: what a broker failover looks like
+    to the workers and schedulers (the queued messages are lost, as with Composer's Redis without AOF).
+    """
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="slurmapi-deployment-redis-"))
+        self.port = free_port()
+        self.log = self.root / "redis.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def _ping(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=2) as conn:
+                conn.sendall(b"PING\r\n")
+                return conn.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def start(self) -> None:
+        cmd = [redis_server(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.root)]
+        cmd += ["--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", str(self.log)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_for(self._ping, f"redis-server on port {self.port}", timeout=30, every=0.2)
+        except AssertionError as exc:
+            tail = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
+            raise DeploymentError(f"{exc}\n{tail}") from None
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 class Postgres:
@@ -165,8 +248,10 @@ class Deployment:
     root: Path
     extra_env: dict[str, str]
     airflow_major: int = 3
+    executor: str = "LocalExecutor"
     components: list[Component] = field(default_factory=list)
     postgres: Postgres | None = None
+    redis: Redis | None = None
     port: int = 0
     _token: str | None = None
 
@@ -210,9 +295,30 @@ class Deployment:
                 "AIRFLOW__SCHEDULER__DAG_DIR_LIST_INTERVAL": "10",
             }
         )
+        if self.celery:
+            assert self.redis is not None
+            env.update(
+                {
+                    "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+                    "AIRFLOW__CELERY__BROKER_URL": self.redis.url,
+                    "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + self.postgres.url,
+                    # 2 workers x 4 = the LocalExecutor's 8 slots ([core] parallelism), so the scenarios that
+                    # fill every slot fill the same number.
+                    "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(CELERY_CONCURRENCY),
+                    # A worker SIGKILLed with a task: the message goes back to the queue only when its
+                    # visibility timeout ends; the scheduler's heartbeat timeout decides first.
+                    "AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__VISIBILITY_TIMEOUT": "21600",
+                    # A task whose message a restarted broker lost is queued again after this (default 600 s).
+                    "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "60",
+                }
+            )
         env.update({k: v for k, v in self.extra_env.items() if not k.startswith("_")})
         env.update(overrides)
         return env
+
+    @property
+    def celery(self) -> bool:
+        return self.executor == "CeleryExecutor"
 
     def airflow(self, *args: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess[str]:
         """Run an ``airflow`` CLI command of this deployment's venv to its end."""
@@ -245,6 +351,9 @@ class Deployment:
         self.port = free_port()
         self.postgres = Postgres()
         self.postgres.start()
+        if self.celery:
+            self.redis = Redis()
+            self.redis.start()
         migrated = self.airflow("db", "migrate")
         if migrated.returncode != 0:
             raise DeploymentError(f"airflow db migrate failed:\n{migrated.stdout[-3000:]}{migrated.stderr[-3000:]}")
@@ -260,20 +369,68 @@ class Deployment:
             self.start_component("webserver", "webserver", "--port", str(self.port), "--workers", "2")
         self.start_component("scheduler", "scheduler")
         self.start_triggerer()
+        if self.celery:
+            self.start_component("scheduler-2", "scheduler")
+            self.start_triggerer("triggerer-2")
+            for index in range(1, CELERY_WORKERS + 1):
+                self.start_worker(f"worker-{index}")
         try:
             wait_for(self._healthy, "the Airflow components healthy", timeout=240, every=1.0)
         except AssertionError as exc:
             raise DeploymentError(f"{exc}\n{self.logs()}") from None
 
     def start_triggerer(self, name: str = "triggerer") -> Component:
-        # Each triggerer serves its logs on a port of its own.
-        return self.start_component(name, "triggerer", AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()))
+        # Each triggerer serves its logs on a port of its own, and names itself by its own loopback address.
+        return self.start_component(
+            name,
+            "triggerer",
+            AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()),
+            SLURMAPI_DEPLOYMENT_HOSTNAME=hostname_of(name),
+        )
+
+    def start_worker(self, name: str) -> Component:
+        """A Celery worker: its own node name, pid file and log-server port (several share the host)."""
+        return self.start_component(
+            name,
+            "celery",
+            "worker",
+            "--celery-hostname",
+            f"{name}@127.0.0.1",
+            "--concurrency",
+            str(CELERY_CONCURRENCY),
+            "--pid",
+            str(self.root / f"{name}.pid"),
+            AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(free_port()),
+            SLURMAPI_DEPLOYMENT_HOSTNAME=hostname_of(name),
+        )
+
+    def restart_component(self, name: str, sig: int = signal.SIGTERM) -> Component:
+        """Stop ``name`` (``sig``, then SIGKILL after a grace) and start it again as it was started."""
+        old = self.component(name)
+        old.signal(sig)
+        try:
+            old.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            old.signal(signal.SIGKILL)
+            old.proc.wait(10)
+        if name.startswith("worker"):
+            return self.start_worker(name)
+        if name.startswith("triggerer"):
+            return self.start_triggerer(name)
+        return self.start_component(name, "dag-processor" if name == "dag-processor" else name.split("-")[0])
+
+    def running(self, prefix: str) -> list[Component]:
+        """The live components whose name starts with ``prefix`` (e.g. every triggerer)."""
+        latest: dict[str, Component] = {}
+        for c in self.components:
+            latest[c.name] = c
+        return [c for name, c in latest.items() if name.startswith(prefix) and c.alive()]
 
     def component(self, name: str) -> Component:
         return next(c for c in reversed(self.components) if c.name == name)
 
     def _healthy(self) -> bool:
-        dead = [c for c in self.components if not c.alive()]
+        dead = [c for c in {c.name: c for c in self.components}.values() if not c.alive()]  # the latest of each
         if dead:
             raise DeploymentError(f"{dead[0].name} exited {dead[0].proc.returncode}:\n{dead[0].tail()}")
         try:
@@ -287,6 +444,8 @@ class Deployment:
     def stop(self) -> None:
         for component in reversed(self.components):
             component.stop()
+        if self.redis is not None:
+            self.redis.remove()
         if self.postgres is not None:
             self.postgres.stop()
 
@@ -407,8 +566,12 @@ class Deployment:
 
 
 @contextlib.contextmanager
-def running_deployment(python: Path, root: Path, env: dict[str, str], airflow_major: int) -> Iterator[Deployment]:
-    deployment = Deployment(python=python, root=root, extra_env=dict(env), airflow_major=airflow_major)
+def running_deployment(
+    python: Path, root: Path, env: dict[str, str], airflow_major: int, executor: str = "LocalExecutor"
+) -> Iterator[Deployment]:
+    deployment = Deployment(
+        python=python, root=root, extra_env=dict(env), airflow_major=airflow_major, executor=executor
+    )
     try:
         deployment.start()
         yield deployment
