@@ -312,10 +312,22 @@ def _task_process(ti: dict[str, Any]) -> int:
     """The process that runs the task's code: Airflow 3's task process (not its supervisor), Airflow 2's
     raw task process (the task instance's ``pid``)."""
     if airflow_version() >= (3, 0):
-        pids = [pid for pid in _processes_of(ti["id"]) if "LocalExecutor" not in _cmdline(pid)]
-        assert len(pids) == 1, [(pid, _cmdline(pid)) for pid in pids]
+        # Both carry the task instance's UUID in their title (the supervisor: "airflow worker --
+        # LocalExecutor: <uuid>" or, under Celery, "airflow supervisor: <uuid>"); the task process is the
+        # one whose parent is the supervisor.
+        titled = _processes_of(ti["id"])
+        pids = [pid for pid in titled if _parent(pid) in titled]
+        assert len(pids) == 1, [(pid, _cmdline(pid)) for pid in titled]
         return pids[0]
     return int(ti["pid"])
+
+
+def _parent(pid: int) -> int:
+    try:
+        status = (Path("/proc") / str(pid) / "status").read_text()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:")), 0)
 
 
 def _alive(pid: int) -> bool:
