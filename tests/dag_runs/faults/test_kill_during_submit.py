@@ -100,7 +100,11 @@ def test_an_execution_timeout_during_the_submit_cancels_the_job(
     monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
     gcp_connection.add_fault("slow=60@submit")
     dag = load_dag("slurm_scenarios.py", "long")
-    dag.task_dict["job"].execution_timeout = timedelta(seconds=10)
+    task = dag.task_dict["job"]
+    task.execution_timeout = timedelta(seconds=10)
+    # The scenarios' 5-minute limit is 10 s on the emulator's clock: the job would end TIMEOUT about when the
+    # reaper starts. An hour (2 minutes here) leaves only the reaper to end it within the wait below.
+    task.job = {**task.job, "time_limit": 60}
     state, _ = run_dag(dag)
     assert state == "failed"
     jobs = [j for j in gcp_connection.jobs() if j["name"] == "scenario-long"]
