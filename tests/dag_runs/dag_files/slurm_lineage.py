@@ -103,6 +103,8 @@ with DAG(
         return (
             f"#!/bin/bash\n"
             f'echo "model={model} rate={rate} ds={ds} task={{{{ ti.task_id }}}}" > "train-$SLURM_JOB_ID.txt"\n'
+            # Still running at the task's first look after the submit, so a deferrable task defers.
+            "sleep 3\n"
         )
 
     @task.slurm(job={**JOB, "name": "taskflow-file"}, deferrable=DEFERRABLE, poll_interval=POLL, **CLUSTER)
