@@ -187,8 +187,14 @@ def test_a_copied_tag_is_never_adopted_once_our_job_left_the_queue_and_the_histo
     found = retry.find_job_by_tag(tag, name="replay", since=int(time.time()) - 600)
     assert found is None or found.job_id != copy, f"adopted job {copy} of user {OTHER_USER}"
     assert found is None  # ours can no longer be told by its tag: the retry submits anew
-    with pytest.raises(ConfigurationError, match="slurm_user"):
-        retry.caller_user()  # nothing learned: the copy's owner is not taken for ours
+    # The copy's owner is never taken for ours. Where the store is reachable (Airflow 2: the test's
+    # database), the retry knows the account try 1 kept; where it is not (Airflow 3 outside a task), none.
+    try:
+        account: str | None = retry.caller_user()
+    except ConfigurationError as exc:
+        assert "slurm_user" in str(exc)
+        account = None
+    assert account in (None, hook.caller_user()), account
 
 
 def test_a_retry_looks_in_the_history_filtered_by_name_not_in_the_live_queue(gcp_connection: Any) -> None:
