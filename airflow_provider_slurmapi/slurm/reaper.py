@@ -145,6 +145,7 @@ class _Reaper(SlurmClientBase):
                 data=envelope.data,
                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {self._token}"},
                 timeout=self.timeout,
+                allow_redirects=False,  # as the hooks' transports: the token and envelope go to the endpoint only
             )
         except (requests.ConnectionError, requests.Timeout) as exc:
             raise self._no_answer(self._cluster, exc) from exc
