@@ -1,4 +1,4 @@
-"""Where a deployment keeps the Slurm account its calls run as, once the provider has learned it.
+"""Where a deployment keeps the Slurm account its calls run as, and each cluster's API version, once learned.
 
 The provider learns the caller's Linux account from its own jobs (the owner of a job whose submit
 answer it read: see ``SlurmClientBase._learn_account``), never from an answer's ``meta.client.user``.
@@ -6,6 +6,10 @@ A later task (another process: a listing, a retry after a dead try) needs it bef
 anything, so the account is kept in an Airflow Variable named for the connection and the cluster,
 ``slurmapi_account_<digest>`` (a digest of connection id, project, region and cluster id: one per
 place the calls go, as the same connection may run as different accounts on different clusters).
+The API version ``api_version="auto"`` negotiated with a cluster is kept the same way, in
+``slurmapi_api_version_<digest>`` (of endpoint, project, region and cluster id), so the version is
+negotiated once per deployment and cluster, not once per task process; a kept version the cluster no
+longer serves is negotiated again by the client core.
 
 Read and written as the tag key is (:mod:`airflow_provider_slurmapi.tag_secret`): through the ORM on
 Airflow 2.10/2.11, through the Task SDK on 3.x. The core gets plain callbacks; it stays Airflow-free.
@@ -22,22 +26,50 @@ from typing import Any
 from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
 
 VARIABLE_PREFIX = "slurmapi_account_"
+VERSION_VARIABLE_PREFIX = "slurmapi_api_version_"
 _DESCRIPTION = (
     "The Slurm account the calls of one connection to one cluster run as (airflow-provider-slurmapi), learned "
     "from the owner of a job it submitted. Delete it if that connection now runs as another account."
 )
 
 
+_VERSION_DESCRIPTION = (
+    "The Slurm REST API version negotiated with one cluster (airflow-provider-slurmapi, api_version auto). "
+    "Renegotiated by itself when the cluster stops serving it; deleting it only costs one negotiation."
+)
+
+
+def _digest_name(prefix: str, *parts: str) -> str:
+    where = "\x00".join(parts)
+    return prefix + hashlib.sha256(where.encode()).hexdigest()[:16]
+
+
 def variable_name(gcp_conn_id: str, project_id: str | None, region: str, cluster_id: str) -> str:
     """The Variable that keeps the account of ``gcp_conn_id`` on one cluster."""
-    where = "\x00".join((gcp_conn_id, project_id or "", region, cluster_id))
-    return VARIABLE_PREFIX + hashlib.sha256(where.encode()).hexdigest()[:16]
+    return _digest_name(VARIABLE_PREFIX, gcp_conn_id, project_id or "", region, cluster_id)
+
+
+def version_variable_name(api_endpoint: str, project_id: str | None, region: str, cluster_id: str) -> str:
+    """The Variable that keeps the API version negotiated with one cluster (behind one endpoint)."""
+    return _digest_name(VERSION_VARIABLE_PREFIX, api_endpoint, project_id or "", region, cluster_id)
+
+
+def _in_task_sdk() -> bool:
+    """Airflow 3 in a task or the triggerer (the Task SDK speaks for it); else (Airflow 2, or a process of
+    Airflow 3 with the metadata database, e.g. a test or the CLI) the ORM."""
+    if not AIRFLOW_V_3_0_PLUS:
+        return False
+    try:
+        from airflow.sdk.execution_time.task_runner import SUPERVISOR_COMMS  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def load(name: str) -> str | None:
     """The account kept in Variable ``name``; ``None`` if none is kept."""
     value: Any
-    if AIRFLOW_V_3_0_PLUS:
+    if _in_task_sdk():
         from airflow.sdk import Variable as SdkVariable
 
         value = SdkVariable.get(name, default=None)
@@ -49,16 +81,16 @@ def load(name: str) -> str | None:
     return text or None
 
 
-def keep(name: str, account: str) -> None:
-    """Keep ``account`` in Variable ``name``."""
-    if AIRFLOW_V_3_0_PLUS:
+def keep(name: str, account: str, description: str = _DESCRIPTION) -> None:
+    """Keep ``account`` (or another value) in Variable ``name``."""
+    if _in_task_sdk():
         from airflow.sdk import Variable as SdkVariable
 
-        SdkVariable.set(name, account, description=_DESCRIPTION)
+        SdkVariable.set(name, account, description=description)
     else:
         from airflow.models import Variable
 
-        Variable.set(name, account, description=_DESCRIPTION)
+        Variable.set(name, account, description=description)
 
 
 def account_store(where: Callable[[], str]) -> tuple[Callable[[], str | None], Callable[[str], None]]:
@@ -66,4 +98,18 @@ def account_store(where: Callable[[], str]) -> tuple[Callable[[], str | None], C
     return (lambda: load(where())), (lambda account: keep(where(), account))
 
 
-__all__ = ["VARIABLE_PREFIX", "account_store", "keep", "load", "variable_name"]
+def version_store(where: Callable[[], str]) -> tuple[Callable[[], str | None], Callable[[str], None]]:
+    """The core's two callbacks for the kept API version of the cluster whose Variable ``where()`` names."""
+    return (lambda: load(where())), (lambda version: keep(where(), version, _VERSION_DESCRIPTION))
+
+
+__all__ = [
+    "VARIABLE_PREFIX",
+    "VERSION_VARIABLE_PREFIX",
+    "account_store",
+    "keep",
+    "load",
+    "variable_name",
+    "version_store",
+    "version_variable_name",
+]

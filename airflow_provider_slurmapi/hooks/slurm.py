@@ -9,40 +9,41 @@ e.g. at a private endpoint or the local ``slurmapi-emulator``.
 What a call is (paths, envelope, reading answers, errors, the retry layer, the 401 rule) and every
 flow of several calls (submit-once, the tag lookup, the accounting wait, cancel-and-confirm) live
 once in :class:`~airflow_provider_slurmapi.slurm.client.SlurmClientBase`, carried out by the drivers of
-:mod:`~airflow_provider_slurmapi.slurm.plans`; the two hooks here add only a transport (post one
-envelope, refresh the token) and a clock, as httpx's ``Client`` and ``AsyncClient`` do to its
-``BaseClient``. Why these libraries: google-auth's ``AuthorizedSession`` keeps one pooled ``requests``
+:mod:`~airflow_provider_slurmapi.slurm.plans`. The two hooks here are thin adapters: each reads the
+connection (the same :func:`connection_settings` for both), builds a transport (post one envelope,
+refresh the token: :class:`SessionTransport`, :class:`AiohttpTransport`) and a clock, and *injects* them
+into the core, as httpx's clients take ``transport=``. The async hook builds nothing from the sync one.
+Why these libraries: google-auth's ``AuthorizedSession`` keeps one pooled ``requests``
 session and refreshes the token only when it expires; aiohttp is what the triggerer's event loop speaks.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 from urllib.parse import urlsplit
 
 from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook, GoogleBaseHook
 
-from airflow_provider_slurmapi.account_store import account_store, variable_name
+from airflow_provider_slurmapi.account_store import account_store, variable_name, version_store, version_variable_name
 from airflow_provider_slurmapi.slurm.accounting import Accounting
-from airflow_provider_slurmapi.slurm.client import ACCOUNTING_POLL_SECONDS, SlurmClientBase, SubmitOptions
+from airflow_provider_slurmapi.slurm.client import (
+    ACCOUNTING_POLL_SECONDS,
+    DEFAULT_TIMEOUT_SECONDS,
+    SUBMIT_SETTLE_MARGIN_SECONDS,
+    SlurmClientBase,
+    SubmitOptions,
+    no_answer,
+    no_token,
+)
 from airflow_provider_slurmapi.slurm.cluster import ClusterArgs, ClusterRef, cluster_ref
 from airflow_provider_slurmapi.slurm.envelope import HttpMethod, SlurmResponse
 from airflow_provider_slurmapi.slurm.errors import SlurmApiError
 from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.plans import (
-    AsyncClock,
-    Clock,
-    LoopClock,
-    Plan,
-    Send,
-    SystemClock,
-    arun_plan,
-    primed,
-    run_plan,
-)
+from airflow_provider_slurmapi.slurm.plans import LoopClock, Plan, Send, SystemClock
 from airflow_provider_slurmapi.slurm.readers import CancelOutcome, SubmitResult
 from airflow_provider_slurmapi.slurm.spec import PreparedSubmission
 from airflow_provider_slurmapi.slurm.states import JobStateInfo
@@ -81,6 +82,192 @@ def redirect_error(cluster: ClusterRef, status: int, location: str | None) -> En
         "api_endpoint (or the proxy in front of it).",
         http_status=status,
     )
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """What a hook reads from its Airflow connection, the same for both hooks (arguments win over extras)."""
+
+    timeout: float
+    retry_seconds: float | None
+    submit_settle_seconds: float | None
+    slurm_user: str
+
+
+def connection_settings(
+    google: GoogleBaseHook,
+    *,
+    timeout: float | None = None,
+    retry_seconds: float | None = None,
+    submit_settle_seconds: float | None = None,
+) -> ConnectionSettings:
+    """The client settings of ``google``'s connection: each argument, else its connection extra, else the default."""
+    retry = retry_seconds if retry_seconds is not None else google._get_field("retry_seconds")
+    settle = submit_settle_seconds or google._get_field("submit_settle_seconds")
+    return ConnectionSettings(
+        timeout=float(timeout or google._get_field("request_timeout") or DEFAULT_TIMEOUT_SECONDS),
+        retry_seconds=None if retry in (None, "") else float(retry),
+        submit_settle_seconds=float(settle) if settle else None,
+        slurm_user=str(google._get_field("slurm_user") or "").strip(),
+    )
+
+
+def connection_cluster(google: GoogleBaseHook, ref: ClusterRef) -> ClusterRef:
+    """The cluster with the connection's project and endpoint where none was given."""
+    return ref.with_connection(
+        project_id=ref.project_id or google.project_id, api_endpoint=google._get_field("api_endpoint")
+    )
+
+
+def adopt_connection(client: SlurmClientBase, settings: ConnectionSettings, where: Callable[[], ClusterRef]) -> None:
+    """Hand a client its connection's settings and the deployment's stores (both hooks, one way)."""
+    client.timeout = settings.timeout
+    if settings.retry_seconds is not None:
+        client.retry_seconds = settings.retry_seconds
+    client.submit_settle_seconds = settings.submit_settle_seconds or settings.timeout + SUBMIT_SETTLE_MARGIN_SECONDS
+    # The Linux user the API runs the calls as, if the connection says it (see caller_user); else the
+    # provider learns it from its own jobs and keeps it for this connection and cluster.
+    if settings.slurm_user:
+        client._account, client._account_from = settings.slurm_user, "the connection's extra slurm_user"
+    else:
+        client.load_account, client.keep_account = account_store(lambda: _account_variable(where()))
+    if client.api_version is None:  # "auto": negotiated once per deployment and cluster, then kept
+        client.load_version, client.keep_version = version_store(lambda: _version_variable(where()))
+
+
+def _account_variable(ref: ClusterRef) -> str:
+    """The Airflow Variable that keeps the account of this connection on this cluster."""
+    return variable_name(ref.gcp_conn_id, ref.project_id, ref.region, ref.cluster_id)
+
+
+def _version_variable(ref: ClusterRef) -> str:
+    """The Airflow Variable that keeps the API version negotiated with this cluster."""
+    return version_variable_name(ref.endpoint, ref.project_id, ref.region, ref.cluster_id)
+
+
+class SessionTransport:
+    """The sync transport: one pooled google-auth session; posts one envelope, refreshes the token.
+
+    It never sends a request again by itself on a 401 (``AuthorizedSession`` would, which for a submit
+    could start a second job): the client core's one 401 rule decides (``SlurmClientBase._answer``).
+    """
+
+    def __init__(
+        self,
+        cluster: Callable[[], ClusterRef],
+        credentials: Callable[[], Credentials],
+        *,
+        timeout: Callable[[], float],
+        gcp_conn_id: str,
+    ) -> None:
+        self._cluster, self._get_credentials, self._timeout, self.gcp_conn_id = (
+            cluster,
+            credentials,
+            timeout,
+            gcp_conn_id,
+        )
+
+    @cached_property
+    def credentials(self) -> Credentials:
+        return self._get_credentials()
+
+    @cached_property
+    def session(self) -> requests.Session:
+        from google.auth.transport.requests import AuthorizedSession
+
+        _ = self._cluster()  # the connection's project and endpoint are checked before any credential
+        return AuthorizedSession(self.credentials, refresh_status_codes=())
+
+    def send(self, envelope: Send) -> tuple[int, bytes]:
+        import requests
+        from google.auth.exceptions import RefreshError, TransportError
+
+        cluster = self._cluster()
+        try:
+            response = self.session.post(
+                cluster.url,
+                data=envelope.data,
+                headers={"Content-Type": "application/json"},
+                timeout=self._timeout(),
+                allow_redirects=False,  # the API never redirects: never post the envelope again elsewhere
+            )
+        except RefreshError as exc:
+            raise no_token(self.gcp_conn_id, exc) from None
+        except (requests.ConnectionError, requests.Timeout, TransportError) as exc:
+            raise no_answer(cluster, self._timeout(), exc) from exc
+        if response.is_redirect or 300 <= response.status_code < 400:
+            response.close()
+            raise redirect_error(cluster, response.status_code, response.headers.get("Location"))
+        return response.status_code, response.content
+
+    def refresh(self) -> None:
+        from google.auth.transport.requests import Request
+
+        try:
+            self.credentials.refresh(Request())
+        except Exception as exc:
+            raise no_token(self.gcp_conn_id, exc) from None
+
+
+class AiohttpTransport:
+    """The async transport: one aiohttp session and one token, refreshed in a thread behind a lock, so
+    many coroutines sharing it refresh it once."""
+
+    def __init__(
+        self,
+        prepare: Callable[[], Awaitable[tuple[ClusterRef, Credentials]]],
+        *,
+        timeout: Callable[[], float],
+        gcp_conn_id: str,
+    ) -> None:
+        self._prepare, self._timeout, self.gcp_conn_id = prepare, timeout, gcp_conn_id
+        self._session: aiohttp.ClientSession | None = None
+        self._token_lock = asyncio.Lock()
+
+    async def token(self, *, force: bool = False) -> str:
+        _, credentials = await self._prepare()
+        async with self._token_lock:
+            if force or not credentials.valid:
+                from google.auth.transport.requests import Request
+
+                try:
+                    await asyncio.to_thread(credentials.refresh, Request())
+                except Exception as exc:
+                    raise no_token(self.gcp_conn_id, exc) from None
+            return str(credentials.token)
+
+    async def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            import aiohttp
+
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._timeout()))
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
+
+    async def send(self, envelope: Send) -> tuple[int, bytes]:
+        import aiohttp
+
+        cluster, _ = await self._prepare()
+        token = await self.token()
+        session = await self._get_session()
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+        try:
+            # The API never redirects: never post the envelope again elsewhere.
+            async with session.post(
+                cluster.url, data=envelope.data, headers=headers, allow_redirects=False
+            ) as response:
+                if 300 <= response.status < 400:
+                    raise redirect_error(cluster, response.status, response.headers.get("Location"))
+                return response.status, await response.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise no_answer(cluster, self._timeout(), exc) from exc
+
+    async def refresh(self) -> None:
+        await self.token(force=True)
 
 
 class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
@@ -123,24 +310,15 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         chain = list(ref.impersonation_chain) if ref.impersonation_chain else None
         super().__init__(gcp_conn_id=ref.gcp_conn_id, impersonation_chain=chain)
         self.cluster_ref = ref
-        configured = retry_seconds if retry_seconds is not None else self._get_field("retry_seconds")
-        self._init_client(
-            ref,
-            timeout=timeout or self._get_field("request_timeout"),
-            retry_seconds=None if configured in (None, "") else float(configured),
+        transport = SessionTransport(
+            lambda: self.cluster, self.get_credentials, timeout=lambda: self.timeout, gcp_conn_id=ref.gcp_conn_id
         )
-        # The Linux user the API runs the calls as, if the connection says it (see caller_user); else the
-        # provider learns it from its own jobs and keeps it for this connection and cluster.
-        slurm_user = str(self._get_field("slurm_user") or "").strip()
-        if slurm_user:
-            self._account, self._account_from = slurm_user, "the connection's extra slurm_user"
-        else:
-            self.load_account, self.keep_account = account_store(self._account_variable)
-        settle = submit_settle_seconds or self._get_field("submit_settle_seconds")
-        if settle:
-            self.submit_settle_seconds = float(settle)
-        # What every wait of this hook (retry backoff, settle, accounting) waits with; a test's fake clock.
-        self.clock: Clock = SystemClock()
+        # Every wait of this hook (retry backoff, settle, accounting) waits with the clock; a test's fake one.
+        self._init_client(ref, timeout=None, retry_seconds=None, transport=transport, clock=SystemClock())
+        settings = connection_settings(
+            self, timeout=timeout, retry_seconds=retry_seconds, submit_settle_seconds=submit_settle_seconds
+        )
+        adopt_connection(self, settings, lambda: self.cluster)
 
     def __repr__(self) -> str:
         return (
@@ -151,68 +329,23 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
     @cached_property
     def cluster(self) -> ClusterRef:
         """The cluster with the connection's project and endpoint where none was given."""
-        ref = self.cluster_ref
-        return ref.with_connection(
-            project_id=ref.project_id or self.project_id, api_endpoint=self._get_field("api_endpoint")
-        )
+        return connection_cluster(self, self.cluster_ref)
 
     def _target(self) -> ClusterRef:
         return self.cluster
 
-    def _account_variable(self) -> str:
-        """The Airflow Variable that keeps the account of this connection on this cluster."""
-        ref = self.cluster
-        return variable_name(ref.gcp_conn_id, ref.project_id, ref.region, ref.cluster_id)
-
-    @cached_property
+    @property
     def session(self) -> requests.Session:
-        """One pooled session whose token google-auth refreshes when it has expired.
+        """The transport's pooled session (google-auth refreshes its token when it has expired)."""
+        return self._transport.session
 
-        It never sends a request again by itself on a 401 (``AuthorizedSession`` would, which for a submit
-        could start a second job): the client core's one 401 rule decides (``SlurmClientBase._answer``).
-        """
-        from google.auth.transport.requests import AuthorizedSession
-
-        _ = self.cluster  # the connection's project and endpoint are checked before any credential
-        return AuthorizedSession(self._session_credentials, refresh_status_codes=())
-
-    @cached_property
-    def _session_credentials(self) -> Credentials:
-        return self.get_credentials()
-
-    def send(self, envelope: Send) -> tuple[int, bytes]:
-        """Post one envelope; its HTTP status and body (the transport of :func:`run_plan`)."""
-        import requests
-        from google.auth.exceptions import RefreshError, TransportError
-
-        try:
-            response = self.session.post(
-                self.cluster.url,
-                data=envelope.data,
-                headers={"Content-Type": "application/json"},
-                timeout=self.timeout,
-                allow_redirects=False,  # the API never redirects: never post the envelope again elsewhere
-            )
-        except RefreshError as exc:
-            raise self._no_token(self.gcp_conn_id, exc) from None
-        except (requests.ConnectionError, requests.Timeout, TransportError) as exc:
-            raise self._no_answer(self.cluster, exc) from exc
-        if response.is_redirect or 300 <= response.status_code < 400:
-            response.close()
-            raise redirect_error(self.cluster, response.status_code, response.headers.get("Location"))
-        return response.status_code, response.content
-
-    def refresh(self) -> None:
-        """A fresh token for the next send (asked by the core's 401 rule)."""
-        from google.auth.transport.requests import Request
-
-        try:
-            self._session_credentials.refresh(Request())
-        except Exception as exc:
-            raise self._no_token(self.gcp_conn_id, exc) from None
+    @property
+    def _transport(self) -> SessionTransport:
+        assert isinstance(self.transport, SessionTransport), "a test's transport has no session"
+        return self.transport
 
     def _run(self, plan: Plan[T]) -> T:
-        return run_plan(plan, expand=self._exchange, transport=self, clock=self.clock)
+        return self._drive(plan)
 
     def call(
         self, method: HttpMethod, path: str, body: Mapping[str, Any] | None = None, *, retry: bool | None = None
@@ -253,18 +386,17 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         """Cancel a job; a finished or unknown job is not an error. A ``signal`` is never resent."""
         return self._run(self._cancel_plan(job_id, signal))
 
+    def get_live_jobs(self, job_ids: Sequence[int]) -> dict[int, SlurmJob]:
+        """Full records of the given jobs still in the live queue, from one ``jobs/`` list."""
+        return self._run(self._live_jobs_plan(job_ids))
+
     def cancel_later_copies(self, marker: str, keep_job_id: int) -> list[int]:
         """After a resent submit: cancel our jobs with its send ``marker`` newer than ``keep_job_id`` (their ids)."""
         return self._run(self._later_copies_plan(marker, keep_job_id))
 
     # -- submit: exactly one job --------------------------------------------------------------------
     def submit_job(
-        self,
-        job: Mapping[str, Any] | None,
-        script: str | None,
-        *,
-        tag: str | None = None,
-        comment: str | None = None,
+        self, job: Mapping[str, Any] | None, script: str | None, **options: Unpack[SubmitOptions]
     ) -> SubmitResult:
         """Submit a batch job with exactly one call; never start two copies of it.
 
@@ -273,7 +405,7 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         followed by look-ups of the marker, and resent only if no job carries it once the service can
         no longer be acting on it (see ``submit_settle_seconds``). Another try's job never counts.
         """
-        return self._run(self._submit_job_plan(job, script, tag=tag, comment=comment))
+        return self._run(self._submit_job_plan(job, script, **options))
 
     def submit_prepared(self, prepared: PreparedSubmission, *, send_marker: str | None = None) -> SubmitResult:
         """:meth:`submit_job` of a submission already prepared (and so checked) by
@@ -297,9 +429,9 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
 
         from airflow_provider_slurmapi.slurm.reaper import ReapOrder, spawn
 
-        credentials = self._session_credentials
+        credentials = self._transport.credentials
         if not credentials.valid:
-            self.refresh()
+            self._transport.refresh()
         cluster = self.cluster
         order = ReapOrder(
             project_id=str(cluster.project_id),
@@ -347,15 +479,13 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
 
 
 class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
-    """The async twin of :class:`SlurmApiHook`, for triggers: one aiohttp session, one token.
-
-    The same client core and plans; only the transport and the clock differ. The sync hook is built
-    once (in a thread: it reads the connection) only to obtain credentials and settings; the token is
-    refreshed in a thread when google-auth says it is no longer valid, behind a lock, so many
-    coroutines sharing this hook refresh it once.
+    """The async twin of :class:`SlurmApiHook`, for triggers: the same client core and plans, with an
+    aiohttp transport and the event loop's clock injected. It reads its connection as the sync hook does
+    (:func:`connection_settings`, in a thread, once for many coroutines) through the Google provider's own
+    ``GoogleBaseHook``: it builds nothing from :class:`SlurmApiHook`.
     """
 
-    sync_hook_class = SlurmApiHook
+    sync_hook_class = GoogleBaseHook
 
     def __init__(
         self,
@@ -363,69 +493,60 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
         cluster: ClusterRef | None = None,
         timeout: float | None = None,
         retry_seconds: float | None = None,
+        submit_settle_seconds: float | None = None,
         **cluster_args: Unpack[ClusterArgs],
     ) -> None:
         ref = cluster_ref(cluster, **cluster_args)
-        super().__init__(cluster=ref, gcp_conn_id=ref.gcp_conn_id, timeout=timeout, retry_seconds=retry_seconds)
+        chain = list(ref.impersonation_chain) if ref.impersonation_chain else None
+        super().__init__(gcp_conn_id=ref.gcp_conn_id, impersonation_chain=chain)
         self.cluster_ref = ref
-        self._init_client(ref, timeout=timeout, retry_seconds=retry_seconds)
-        self._session: aiohttp.ClientSession | None = None
+        self._arguments = {
+            "timeout": timeout,
+            "retry_seconds": retry_seconds,
+            "submit_settle_seconds": submit_settle_seconds,
+        }
+        transport = AiohttpTransport(self._prepare, timeout=lambda: self.timeout, gcp_conn_id=ref.gcp_conn_id)
+        self._init_client(ref, timeout=timeout, retry_seconds=retry_seconds, transport=transport, clock=LoopClock())
         self._credentials: Credentials | None = None
         self._cluster: ClusterRef | None = None
-        self._token_lock = asyncio.Lock()
         # Many coroutines (e.g. a hundred cancels at once) read the connection once, not once each.
         self._prepare_lock = asyncio.Lock()
-        self._version_lock = asyncio.Lock()
-        self.clock: AsyncClock = LoopClock()
 
     def __repr__(self) -> str:
         return f"<SlurmApiAsyncHook {self.cluster_ref.region}/{self.cluster_ref.cluster_id}>"
 
-    # -- the transport ------------------------------------------------------------------------------
-    async def _prepare(self) -> ClusterRef:
-        if self._cluster is None:
+    async def _prepare(self) -> tuple[ClusterRef, Credentials]:
+        """The connection read once (in a thread: it may block): settings, cluster and credentials."""
+        if self._cluster is None or self._credentials is None:
             async with self._prepare_lock:
-                if self._cluster is None:
-                    sync_hook: SlurmApiHook = await self.get_sync_hook()
-                    credentials = await asyncio.to_thread(sync_hook.get_credentials)
-                    self.timeout = sync_hook.timeout
-                    self.retry_seconds = sync_hook.retry_seconds  # the argument, else the connection's extra
-                    self.submit_settle_seconds = sync_hook.submit_settle_seconds
-                    if self._account is None:  # connection extra slurm_user
-                        self._account, self._account_from = sync_hook._account, sync_hook._account_from
-                    self._credentials = credentials
-                    self._cluster = await asyncio.to_thread(lambda: sync_hook.cluster)
-        return self._cluster
+                if self._cluster is None or self._credentials is None:
+                    google: GoogleBaseHook = await self.get_sync_hook()
+
+                    def read() -> tuple[ClusterRef, Credentials]:
+                        settings = connection_settings(google, **self._arguments)
+                        cluster = connection_cluster(google, self.cluster_ref)
+                        adopt_connection(self, settings, lambda: cluster)
+                        # The stores may block: read here, off the loop; the triggerer never writes the account.
+                        self._kept_version()
+                        self._known_account()
+                        self.keep_account = None
+                        return cluster, google.get_credentials()
+
+                    self._cluster, self._credentials = await asyncio.to_thread(read)
+        assert self._cluster is not None and self._credentials is not None
+        return self._cluster, self._credentials
 
     def _target(self) -> ClusterRef:
         assert self._cluster is not None, "the hook is prepared before any plan runs"
         return self._cluster
 
-    async def _token(self, *, force: bool = False) -> str:
-        await self._prepare()
-        credentials = self._credentials
-        assert credentials is not None
-        async with self._token_lock:
-            if force or not credentials.valid:
-                from google.auth.transport.requests import Request
-
-                try:
-                    await asyncio.to_thread(credentials.refresh, Request())
-                except Exception as exc:
-                    raise self._no_token(self.cluster_ref.gcp_conn_id, exc) from None
-            return str(credentials.token)
-
-    async def _get_session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            import aiohttp
-
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
-        return self._session
-
     async def close(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
-        self._session = None
+        await self._transport.close()
+
+    @property
+    def _transport(self) -> AiohttpTransport:
+        assert isinstance(self.transport, AiohttpTransport), "a test's transport has no session"
+        return self.transport
 
     async def __aenter__(self) -> SlurmApiAsyncHook:
         return self
@@ -433,40 +554,9 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def send(self, envelope: Send) -> tuple[int, bytes]:
-        """Post one envelope; its HTTP status and body (the transport of :func:`arun_plan`)."""
-        import aiohttp
-
-        cluster = await self._prepare()
-        token = await self._token()
-        session = await self._get_session()
-        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
-        try:
-            # The API never redirects: never post the envelope again elsewhere.
-            async with session.post(
-                cluster.url, data=envelope.data, headers=headers, allow_redirects=False
-            ) as response:
-                if 300 <= response.status < 400:
-                    raise redirect_error(cluster, response.status, response.headers.get("Location"))
-                return response.status, await response.read()
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise self._no_answer(cluster, exc) from exc
-
-    async def refresh(self) -> None:
-        """A fresh token for the next send (asked by the core's 401 rule)."""
-        await self._token(force=True)
-
     async def _run(self, plan: Plan[T]) -> T:
-        cluster = await self._prepare()
-        if self.api_version is None:  # negotiated once for many coroutines, once the plan's arguments are checked
-            plan = primed(plan)
-            async with self._version_lock:
-                if self.api_version is None:
-                    self.api_version = await self._drive(self._negotiate_plan(cluster))
-        return await self._drive(plan)
-
-    async def _drive(self, plan: Plan[T]) -> T:
-        return await arun_plan(plan, expand=self._exchange, transport=self, clock=self.clock)
+        await self._prepare()
+        return await self._adrive(plan)
 
     async def call(
         self, method: HttpMethod, path: str, body: Mapping[str, Any] | None = None, *, retry: bool | None = None

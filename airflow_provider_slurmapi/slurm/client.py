@@ -2,8 +2,13 @@
 
 As httpx splits ``BaseClient`` (configuration, building requests, reading responses) from ``Client``
 and ``AsyncClient`` (sending them), :class:`SlurmClientBase` owns the paths, the request envelope,
-reading the answers, mapping errors, the one retry layer and the one 401 rule; a hook adds only a
-transport (post one envelope, refresh the token) and a clock.
+reading the answers, mapping errors, the one retry layer, the one 401 rule and the negotiation of
+the API version (per client; kept for the deployment through the ``load_version``/``keep_version``
+callbacks). The transport (post one envelope, refresh the token) and the clock are *injected*, as httpx
+takes ``transport=``: a hook builds them from its connection and hands them over (:meth:`_init_client`);
+the core drives every plan with them (:meth:`SlurmClientBase._drive`, :meth:`SlurmClientBase._adrive`)
+and reads time only through the clock (:data:`~airflow_provider_slurmapi.slurm.plans.NOW` and
+:data:`~airflow_provider_slurmapi.slurm.plans.WALL`).
 
 Every flow of several calls (a job from the live queue, else from the history; submit-once; the tag
 lookup; the accounting wait; cancel-and-confirm) is written once, as a *plan*: a generator that
@@ -15,17 +20,23 @@ async hook cannot drift apart.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import secrets
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypedDict, TypeVar, Unpack
 
 from airflow_provider_slurmapi.slurm.accounting import Accounting, not_recorded, pick_record, read_accounting
-from airflow_provider_slurmapi.slurm.api_versions import NEGOTIATE, probe_order, served_by, traits
+from airflow_provider_slurmapi.slurm.api_versions import (
+    NEGOTIATE,
+    SUPPORTED_API_VERSIONS,
+    probe_order,
+    served_by,
+    traits,
+)
 from airflow_provider_slurmapi.slurm.array import complete_array
 from airflow_provider_slurmapi.slurm.cluster import ClusterRef
 from airflow_provider_slurmapi.slurm.envelope import HttpMethod, SlurmResponse, encode_request, parse_envelope
@@ -48,13 +59,21 @@ from airflow_provider_slurmapi.slurm.paths import VERSION_PLACEHOLDER, SlurmPath
 from airflow_provider_slurmapi.slurm.plans import (
     NOW,
     REFRESH,
+    WALL,
+    AsyncClock,
+    AsyncTransport,
+    Clock,
     Effects,
     Plan,
     Send,
     Sleep,
     SlurmRequest,
+    Transport,
+    arun_plan,
     effects_of,
     one_call,
+    primed,
+    run_plan,
 )
 from airflow_provider_slurmapi.slurm.readers import (
     ESLURM_INVALID_JOB_ID,
@@ -86,8 +105,6 @@ SUBMIT_TAG_PREFIX = "slurmapi-submit="
 _ROUTINE_WARNINGS = ("found nothing", "No job changes since", "Zero jobs to dump")
 # Warnings Slurm repeats in every answer (a deprecated API version): worth saying once per client.
 _REPEATED_WARNINGS = ("deprecat",)
-# The API version negotiated with each cluster (by its callSlurmRestApi URL), once per process.
-_NEGOTIATED: dict[str, str] = {}
 # How often a finished job's accounting record is looked for while slurmdbd has not recorded it yet.
 ACCOUNTING_POLL_SECONDS = 2.0
 # How far back the history is searched for a job carrying a task's tag.
@@ -105,6 +122,14 @@ class SubmitOptions(TypedDict, total=False):
 
     tag: str | None
     comment: str | None
+
+
+class VersionNoLongerServed(SlurmApiError):
+    """A kept API version answered "not served" (404): negotiated again and the request sent again."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"{path} is not served")
+        self.path = path
 
 
 class PostTokenRefused(UnauthenticatedError):
@@ -131,11 +156,33 @@ class SlurmClientBase:
     # The Airflow-side store of the learned account (plain callbacks: the core knows nothing of Airflow).
     load_account: Callable[[], str | None] | None = None
     keep_account: Callable[[str], None] | None = None
+    # The Airflow-side store of the negotiated API version, per cluster (same kind of callbacks).
+    load_version: Callable[[], str | None] | None = None
+    keep_version: Callable[[str], None] | None = None
+    # What every plan is carried out with: injected by the hook (its connection's), a test's fakes.
+    transport: Transport | AsyncTransport
+    clock: Clock | AsyncClock
 
-    def _init_client(self, cluster: ClusterRef, *, timeout: float | None, retry_seconds: float | None) -> None:
+    def _init_client(
+        self,
+        cluster: ClusterRef,
+        *,
+        timeout: float | None,
+        retry_seconds: float | None,
+        transport: Transport | AsyncTransport,
+        clock: Clock | AsyncClock,
+    ) -> None:
+        self.transport, self.clock = transport, clock
         # api_version "auto": paths carry a placeholder until the version is negotiated (resolve_path).
-        self.paths = SlurmPaths(cluster.api_version)
+        self.paths = SlurmPaths(cluster.api_version, wall=lambda: self.clock.wall())
         self.api_version = None if cluster.api_version == NEGOTIATE else cluster.api_version
+        # Negotiation, per client: the kept version is read once; one that came from the store is trusted
+        # until an answer confirms it, and a "not served" answer before that negotiates again.
+        self._version_loaded = False
+        self._kept: str | None = None
+        self._version_unconfirmed = False
+        self._version_to_keep: str | None = None
+        self._version_lock = asyncio.Lock()
         # Repeated warnings said once per client; the cluster's release checked against the version once.
         self._warned: set[str] = set()
         self._release_checked = False
@@ -158,8 +205,78 @@ class SlurmClientBase:
         """Whether ``path`` waits for the negotiated version (the hook negotiates, then resolves it)."""
         return self.api_version is None and VERSION_PLACEHOLDER in path
 
-    def _resolved(self, path: str) -> str:
-        return resolve_path(path, self.api_version) if self.api_version else path
+    # -- driving plans with the injected transport and clock ------------------------------------------
+    def _drive(self, plan: Plan[T]) -> T:
+        """Carry out ``plan`` with the sync transport and clock (a sync hook's)."""
+        try:
+            return run_plan(plan, expand=self._exchange, transport=self.transport, clock=self.clock)  # type: ignore[arg-type]
+        finally:
+            self._store_version()
+
+    async def _adrive(self, plan: Plan[T]) -> T:
+        """Carry out ``plan`` with the async transport and clock; many coroutines negotiate the version once."""
+        if self.api_version is None:
+            plan = primed(plan)  # its arguments are checked before the version costs a call
+            async with self._version_lock:
+                if self.api_version is None:
+                    await asyncio.to_thread(self._kept_version)  # the store may block: not on the loop
+                    self.api_version = await self._arun(self._version_plan())
+        try:
+            return await self._arun(plan)
+        finally:
+            if self._version_to_keep is not None:
+                await asyncio.to_thread(self._store_version)
+
+    async def _arun(self, plan: Plan[T]) -> T:
+        return await arun_plan(plan, expand=self._exchange, transport=self.transport, clock=self.clock)  # type: ignore[arg-type]
+
+    # -- negotiation, per client ----------------------------------------------------------------------
+    def _kept_version(self) -> str | None:
+        """The version kept for this cluster by an earlier process (read once per client), if any."""
+        if not self._version_loaded:
+            self._version_loaded = True
+            kept: str | None = None
+            if self.load_version is not None:
+                try:
+                    kept = self.load_version()
+                except Exception as exc:  # the store is a help, never a reason to fail a call
+                    self._logger.warning("Could not read the kept Slurm REST API version: %s", exc)
+            self._kept = kept if kept and kept in SUPPORTED_API_VERSIONS else None
+        return self._kept
+
+    def _version_plan(self) -> Plan[str]:
+        """The version to speak: the kept one (no call), else the negotiated one (to be kept)."""
+        kept = self._kept_version()
+        if kept is not None:
+            self._version_unconfirmed = True
+            return kept
+        version = yield from self._negotiate_plan(self._target())
+        self._version_to_keep = version
+        return version
+
+    def _store_version(self) -> None:
+        """Keep a newly negotiated version for later processes (called by the drivers, off the plan)."""
+        version, self._version_to_keep = self._version_to_keep, None
+        if version is None or self.keep_version is None:
+            return
+        try:
+            self.keep_version(version)
+        except Exception as exc:
+            self._logger.warning("Could not keep the Slurm REST API version %s for later tasks: %s", version, exc)
+
+    def _version_gone(self, path: str) -> None:
+        """The kept version is no longer served: forget it, so the next request negotiates afresh."""
+        self._logger.warning(
+            "The cluster no longer serves the kept Slurm REST API version %s (%s answered 404): negotiating again.",
+            self.api_version,
+            path,
+        )
+        self.api_version = None
+        self._version_unconfirmed = False
+        self._kept = None
+
+    def _resolved(self, path: str, now: float) -> str:
+        return resolve_path(path, self.api_version, now=now) if self.api_version else path
 
     @property
     def _logger(self) -> Any:
@@ -175,9 +292,17 @@ class SlurmClientBase:
         garbled (:class:`MalformedRecordError`) when the request asks for a ``reread``, are tried again with
         backoff until ``retry_seconds`` after the first attempt: one budget per request, whatever failed.
         """
+        while True:
+            try:
+                return (yield from self._exchange_once(request))
+            except VersionNoLongerServed as gone:
+                self._version_gone(gone.path)
+
+    def _exchange_once(self, request: SlurmRequest[Any]) -> Effects[Any]:
         if self._needs_version(request.path):
-            self.api_version = yield from effects_of(self._negotiate_plan(self._target()), self._exchange)
-        path = self._resolved(request.path)
+            self.api_version = yield from effects_of(self._version_plan(), self._exchange)
+        versioned = VERSION_PLACEHOLDER in request.path
+        path = self._resolved(request.path, (yield WALL)) if versioned else request.path
         envelope = Send(request.method, path, self._encode(request.method, path, request.body))
         retries = self._retries(request.method, request.retry)
         started: float = yield NOW
@@ -192,6 +317,10 @@ class SlurmClientBase:
                     raise
                 failure = exc
             else:
+                if versioned and self._version_unconfirmed:
+                    if response.path_not_served:  # a kept version the cluster stopped serving
+                        raise VersionNoLongerServed(path)
+                    self._version_unconfirmed = False
                 try:
                     return request.read(response)
                 except MalformedRecordError as exc:
@@ -264,32 +393,15 @@ class SlurmClientBase:
                 self._logger.warning("%s", notice)
         return response
 
-    def _no_answer(self, cluster: ClusterRef, exc: BaseException) -> ApiConnectionError:
-        return ApiConnectionError(
-            f"No answer from {cluster.endpoint} within {self.timeout:.0f}s ({type(exc).__name__})."
-        )
-
-    @staticmethod
-    def _no_token(gcp_conn_id: str, exc: BaseException) -> UnauthenticatedError:
-        """A token could not be had: the error names the connection, never the credential."""
-        return UnauthenticatedError(
-            f"Could not get a Google token for connection {gcp_conn_id!r}: {type(exc).__name__}. "
-            "Check the connection's key or impersonation_chain.",
-            http_status=401,
-        )
-
     # -- plans: what each read asks, once for both hooks ----------------------------------------------
     def _negotiate_plan(self, cluster: ClusterRef) -> Plan[str]:
-        """The newest API version both this provider and the cluster speak, cached per process.
+        """The newest API version both this provider and the cluster speak (this client's; kept by the driver).
 
         Pings (cheap: no job is read) in :func:`~airflow_provider_slurmapi.slurm.api_versions.probe_order`
         until one answers; an unknown version answers 404 in plain text. The answer's
         ``meta.slurm.release`` (e.g. 26.05.5) then names, through the version table, the newest version
         that release serves. One call on a cluster that serves the newest version, two on older ones.
         """
-        cached = _NEGOTIATED.get(cluster.url)
-        if cached is not None:
-            return cached
         refused: list[str] = []
         answered: str | None = None
         release = ""
@@ -317,7 +429,6 @@ class SlurmClientBase:
                 f"(each of {', '.join(refused)} answered 404). Check the cluster's Slurm release: this provider "
                 "supports Slurm 24.11 to 26.05, or set api_version to a version the cluster serves."
             )
-        _NEGOTIATED[cluster.url] = answered
         self._logger.info(
             "Slurm REST API version %s negotiated with cluster %s (Slurm %s): the newest both speak.",
             answered,
@@ -456,7 +567,7 @@ class SlurmClientBase:
         history_jobs: list[SlurmJob] = []
         if history:
             account = self._known_account()
-            start = since if since is not None else int(time.time()) - TAG_LOOKBACK_SECONDS
+            start = since if since is not None else int((yield WALL)) - TAG_LOOKBACK_SECONDS
             path = self.paths.history_jobs(job_name=name, start_time=start, users=[account] if account else None)
             try:
                 history_jobs = yield SlurmRequest("GET", path, _history_list)
@@ -638,7 +749,7 @@ class SlurmClientBase:
         job with the marker and cancels the others.
         """
         deadline = (yield NOW) + max(self.retry_seconds, self.submit_settle_seconds)
-        since = int(time.time()) - CLOCK_SKEW_SECONDS  # Slurm's wall clock, not a wait
+        since = int((yield WALL)) - CLOCK_SKEW_SECONDS  # Slurm's wall clock, not a wait
         resent = False
         submit = SlurmRequest("POST", self.paths.submit(), read_submit, body=prepared.payload)
         while True:
@@ -756,6 +867,20 @@ class SlurmClientBase:
             if waited >= wait_seconds:
                 return not_recorded(job_id, waited)
             yield Sleep(min(poll_seconds, max(0.0, wait_seconds - waited)))
+
+
+def no_answer(cluster: ClusterRef, timeout: float, exc: BaseException) -> ApiConnectionError:
+    """A transport got no answer: the error names the endpoint and the wait."""
+    return ApiConnectionError(f"No answer from {cluster.endpoint} within {timeout:.0f}s ({type(exc).__name__}).")
+
+
+def no_token(gcp_conn_id: str, exc: BaseException) -> UnauthenticatedError:
+    """A token could not be had: the error names the connection, never the credential."""
+    return UnauthenticatedError(
+        f"Could not get a Google token for connection {gcp_conn_id!r}: {type(exc).__name__}. "
+        "Check the connection's key or impersonation_chain.",
+        http_status=401,
+    )
 
 
 def log_slurm_warnings(logger: Any, response: SlurmResponse, said: set[str] | None = None) -> None:
@@ -877,15 +1002,19 @@ __all__ = [
     "ACCOUNTING_POLL_SECONDS",
     "DEFAULT_TIMEOUT_SECONDS",
     "MAX_IDS_PER_CALL",
+    "SUBMIT_SETTLE_MARGIN_SECONDS",
     "TAG_LOOKBACK_SECONDS",
     "Plan",
     "PostTokenRefused",
     "SlurmClientBase",
     "SlurmRequest",
     "SubmitOptions",
+    "VersionNoLongerServed",
     "answer_lost",
     "as_states",
     "log_slurm_warnings",
+    "no_answer",
+    "no_token",
     "one_call",
     "one_off_tag",
     "send_marker",

@@ -93,11 +93,16 @@ class SlurmResponse:
             texts = [_shorten(clean_text(self.text.strip()))]
         return "; ".join(texts) or "no error text"
 
+    @property
+    def path_not_served(self) -> bool:
+        """slurmrestd's plain-text 404 for a path it does not serve (e.g. an API version it no longer speaks)."""
+        return self.status == 404 and bool(self.text) and "Unable find requested URL" in str(self.text)
+
     def raise_for_errors(self) -> SlurmResponse:
         """Raise :class:`SlurmError` if Slurm reported errors or an HTTP error status."""
         if self.errors or self.status >= 400:
             message = f"Slurm answered HTTP {self.status} to {self.method} {self.path}: {self.error_summary()}"
-            if self.status == 404 and self.text and "Unable find requested URL" in self.text:
+            if self.path_not_served:
                 message += (
                     ". The cluster does not serve this path: check api_version, or leave it unset to "
                     f"negotiate ({served_by_text()})."

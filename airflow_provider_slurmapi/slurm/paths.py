@@ -8,7 +8,7 @@ comma with 400 "Unable to parse query." and reads ``%2C`` as one value.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from urllib.parse import parse_qsl, urlencode
 
 from airflow_provider_slurmapi.slurm.api_versions import (
@@ -53,17 +53,20 @@ def ping_path(version: str) -> str:
 VERSION_PLACEHOLDER = "{api_version}"
 
 
-def resolve_path(path: str, version: str) -> str:
-    """``path`` with :data:`VERSION_PLACEHOLDER` replaced by ``version`` and its filters in that version's form."""
+def resolve_path(path: str, version: str, *, now: float) -> str:
+    """``path`` with :data:`VERSION_PLACEHOLDER` replaced by ``version`` and its filters in that version's form.
+
+    ``now``: the wall-clock time (epoch seconds) a relative filter (``now-Nseconds``) counts back from, read
+    from the caller's clock (the client's, so a test's fake clock holds here too).
+    """
     if VERSION_PLACEHOLDER not in path:
         return path
     row = traits(version)
     path = path.replace(VERSION_PLACEHOLDER, row.name, 1)
     if row.history_time_filter == "relative" and path.startswith(f"/slurmdb/{row.name}/jobs/") and "?" in path:
         base, query = path.split("?", 1)
-        now = int(time.time())
         pairs = [
-            (key, f"now-{max(now - int(value), 0)}seconds" if key in _TIME_FILTERS and value.isdigit() else value)
+            (key, f"now-{max(int(now) - int(value), 0)}seconds" if key in _TIME_FILTERS and value.isdigit() else value)
             for key, value in parse_qsl(query, keep_blank_values=True)
         ]
         path = f"{base}?{urlencode(pairs)}"
@@ -73,7 +76,9 @@ def resolve_path(path: str, version: str) -> str:
 class SlurmPaths:
     """The Slurm REST paths of one API version, or of the one still to negotiate (:data:`NEGOTIATE`)."""
 
-    def __init__(self, version: str) -> None:
+    def __init__(self, version: str, *, wall: Callable[[], float] = time.time) -> None:
+        # The wall clock a relative history filter counts back from: the client hands its own clock's.
+        self.wall = wall
         self.traits: ApiVersionTraits | None = None if check_api_version(version) == NEGOTIATE else traits(version)
         self.version = self.traits.name if self.traits else VERSION_PLACEHOLDER
 
@@ -104,7 +109,7 @@ class SlurmPaths:
     def history_jobs(self, **filters: str | int | Sequence[str | int] | None) -> str:
         """``/slurmdb/{v}/jobs/`` with filters; Unix times become ``now-Nseconds`` where a version needs it."""
         path = f"/slurmdb/{VERSION_PLACEHOLDER}/jobs/" + _query(filters)
-        return path if self.traits is None else resolve_path(path, self.traits.name)
+        return path if self.traits is None else resolve_path(path, self.traits.name, now=self.wall())
 
 
 __all__ = [

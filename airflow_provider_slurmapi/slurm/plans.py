@@ -1,8 +1,9 @@
 """Plans and their two drivers: the one place where a flow of several Slurm calls meets I/O and time.
 
 A *plan* is a generator that yields what it needs next: a :class:`SlurmRequest` (sent the request's
-result, or thrown the :class:`SlurmApiError` it ended in), a :class:`Sleep`, or :data:`NOW` (sent the
-clock's reading). The client core expands each request into *effects* (send one envelope, refresh the
+result, or thrown the :class:`SlurmApiError` it ended in), a :class:`Sleep`, :data:`NOW` (sent the
+clock's monotonic reading) or :data:`WALL` (its wall-clock time: the core reads time only so).
+The client core expands each request into *effects* (send one envelope, refresh the
 token, sleep, read the clock: see ``SlurmClientBase._exchange``), and a driver carries the effects out:
 :func:`run_plan` with a blocking transport and clock (the sync hook), :func:`arun_plan` with awaitable
 ones (the async hook). A hook is then a transport and a clock; every decision lives in the core, and a
@@ -55,6 +56,14 @@ NOW = Now()
 
 
 @dataclass(frozen=True, slots=True)
+class Wall:
+    """Ask the driver's clock for the wall-clock time (epoch seconds: Slurm's times), sent back as a float."""
+
+
+WALL = Wall()
+
+
+@dataclass(frozen=True, slots=True)
 class Send:
     """One envelope to post; the transport answers ``(HTTP status, body bytes)`` or raises a SlurmApiError."""
 
@@ -70,10 +79,10 @@ class Refresh:
 
 REFRESH = Refresh()
 
-Plan = Generator["SlurmRequest[Any] | Sleep | Now", Any, T]
+Plan = Generator["SlurmRequest[Any] | Sleep | Now | Wall", Any, T]
 """A flow of one or more calls: yields requests, sleeps and clock readings; is sent their results."""
 
-Effect = Send | Refresh | Sleep | Now
+Effect = Send | Refresh | Sleep | Now | Wall
 Effects = Generator[Effect, Any, T]
 Expand = Callable[[SlurmRequest[Any]], Effects[Any]]
 
@@ -99,7 +108,7 @@ def _finished(value: T) -> Plan[T]:
     yield  # a generator that yields nothing
 
 
-def _going_on(first: SlurmRequest[Any] | Sleep | Now, plan: Plan[T]) -> Plan[T]:
+def _going_on(first: SlurmRequest[Any] | Sleep | Now | Wall, plan: Plan[T]) -> Plan[T]:
     step = first
     while True:
         try:
@@ -137,6 +146,8 @@ class Clock(Protocol):
 
     def now(self) -> float: ...
 
+    def wall(self) -> float: ...
+
     def sleep(self, seconds: float) -> None: ...
 
 
@@ -144,6 +155,8 @@ class AsyncClock(Protocol):
     """What the async driver waits with: the event loop's time and ``asyncio.sleep``, or a fake clock."""
 
     def now(self) -> float: ...
+
+    def wall(self) -> float: ...
 
     def sleep(self, seconds: float) -> Awaitable[None]: ...
 
@@ -154,6 +167,9 @@ class SystemClock:
     def now(self) -> float:
         return time.monotonic()
 
+    def wall(self) -> float:
+        return time.time()
+
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
 
@@ -163,6 +179,9 @@ class LoopClock:
 
     def now(self) -> float:
         return asyncio.get_running_loop().time()
+
+    def wall(self) -> float:
+        return time.time()
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
@@ -216,6 +235,8 @@ def run_plan(plan: Plan[T], *, expand: Expand, transport: Transport, clock: Cloc
                 transport.refresh()
             elif isinstance(effect, Sleep):
                 clock.sleep(effect.seconds)
+            elif isinstance(effect, Wall):
+                reply = clock.wall()
             else:
                 reply = clock.now()
         except SlurmApiError as exc:
@@ -236,6 +257,8 @@ async def arun_plan(plan: Plan[T], *, expand: Expand, transport: AsyncTransport,
                 await transport.refresh()
             elif isinstance(effect, Sleep):
                 await clock.sleep(effect.seconds)
+            elif isinstance(effect, Wall):
+                reply = clock.wall()
             else:
                 reply = clock.now()
         except SlurmApiError as exc:
@@ -247,6 +270,7 @@ async def arun_plan(plan: Plan[T], *, expand: Expand, transport: AsyncTransport,
 __all__ = [
     "NOW",
     "REFRESH",
+    "WALL",
     "AsyncClock",
     "AsyncTransport",
     "Clock",
@@ -260,6 +284,7 @@ __all__ = [
     "SlurmRequest",
     "SystemClock",
     "Transport",
+    "Wall",
     "arun_plan",
     "effects_of",
     "one_call",

@@ -36,11 +36,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from airflow_provider_slurmapi.slurm.client import SlurmClientBase
+from airflow_provider_slurmapi.slurm.client import SlurmClientBase, no_answer
 from airflow_provider_slurmapi.slurm.cluster import ClusterRef
 from airflow_provider_slurmapi.slurm.errors import SlurmApiError, UnauthenticatedError
 from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.plans import Plan, Send, SystemClock, run_plan
+from airflow_provider_slurmapi.slurm.plans import Plan, Send, SystemClock
 
 # How often the reaper looks for the job: a few calls each time, for at most the settle window (90 s by default).
 PAUSE_SECONDS = 3.0
@@ -124,11 +124,13 @@ class _Reaper(SlurmClientBase):
 
     def __init__(self, order: ReapOrder) -> None:
         self._cluster = order.cluster()
-        self._init_client(self._cluster, timeout=order.timeout, retry_seconds=CALL_RETRY_SECONDS)
         self._token = order.token
+        # It is its own transport (one token, no refresh): injected as the hooks inject theirs.
+        self._init_client(
+            self._cluster, timeout=order.timeout, retry_seconds=CALL_RETRY_SECONDS, transport=self, clock=SystemClock()
+        )
         if order.account:
             self._account, self._account_from = order.account, "the killed task's"
-        self.clock = SystemClock()
 
     def __repr__(self) -> str:
         return f"<reaper cluster={self._cluster.region}/{self._cluster.cluster_id}>"
@@ -148,14 +150,14 @@ class _Reaper(SlurmClientBase):
                 allow_redirects=False,  # as the hooks' transports: the token and envelope go to the endpoint only
             )
         except (requests.ConnectionError, requests.Timeout) as exc:
-            raise self._no_answer(self._cluster, exc) from exc
+            raise no_answer(self._cluster, self.timeout, exc) from exc
         return response.status_code, response.content
 
     def refresh(self) -> None:
         raise UnauthenticatedError("The reaper's access token was refused; it cannot get another.", http_status=401)
 
     def run(self, plan: Plan[Any]) -> Any:
-        return run_plan(plan, expand=self._exchange, transport=self, clock=self.clock)
+        return self._drive(plan)
 
 
 class ReapClient(Protocol):

@@ -6,6 +6,7 @@ What must happen during a wait (the emulator carrying out a late submit, say) is
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 
@@ -16,9 +17,14 @@ class FakeClock:
         self.current = 0.0
         self.sleeps: list[float] = []
         self.before_sleep = before_sleep
+        self.started_wall = time.time()
 
     def now(self) -> float:
         return self.current
+
+    def wall(self) -> float:
+        """The wall clock moves with ``now`` (from when the clock was made): Slurm's times stay real."""
+        return self.started_wall + self.current
 
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)

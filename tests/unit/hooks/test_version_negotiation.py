@@ -8,22 +8,30 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from airflow_provider_slurmapi.hooks import slurm as slurm_hooks
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
-from airflow_provider_slurmapi.slurm import client as client_core
 from tests.conftest import CLUSTER, point_airflow_at
 
 
 @pytest.fixture(autouse=True)
-def _fresh_process_cache() -> Iterator[None]:
-    """Each test is a fresh process as far as negotiation goes."""
-    client_core._NEGOTIATED.clear()
-    yield
-    client_core._NEGOTIATED.clear()
+def _fresh_deployment(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """Each test is a fresh deployment as far as negotiation goes: no version kept yet.
+
+    The unit tests have no metadata database, so the deployment's Variables are a dict here (the
+    Airflow side of the store: the hooks' callbacks and the core's use of them are the real ones).
+    """
+    kept: dict[str, str] = {}
+
+    def store(where: Callable[[], str]) -> tuple[Callable[[], str | None], Callable[[str], None]]:
+        return (lambda: kept.get(where())), (lambda version: kept.__setitem__(where(), version))
+
+    monkeypatch.setattr(slurm_hooks, "version_store", store)
+    yield kept
 
 
 def cluster_as(release: str, emulator_factory: Any, credentials_file: Any, monkeypatch: Any) -> Any:
@@ -50,7 +58,7 @@ def logged(caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]) 
         ("25.11", "v0.0.44", ["/slurm/v0.0.45/ping", "/slurm/v0.0.42/ping"]),
     ],
 )
-def test_the_sync_hook_speaks_the_newest_version_both_sides_know_and_asks_once_per_process(
+def test_the_sync_hook_speaks_the_newest_version_both_sides_know_and_asks_once_per_deployment(
     release: str,
     picked: str,
     pings: list[str],
@@ -68,7 +76,8 @@ def test_the_sync_hook_speaks_the_newest_version_both_sides_know_and_asks_once_p
     assert paths_called(emulator)[: len(pings)] == pings
     assert {p.split("/")[2] for p in paths_called(emulator)[len(pings) :]} == {picked}
     assert f"Slurm REST API version {picked} negotiated" in logged(caplog, capfd)
-    # Another hook of the same process (another task's, a poller's) does not ask again.
+    # Another hook of the same deployment (another task's process, a poller's) does not ask again: the
+    # version is kept (an Airflow Variable per cluster), as the caller's account is.
     emulator.reset_calls()
     assert SlurmApiHook(**CLUSTER).get_job(4242) is None
     assert not [p for p in paths_called(emulator) if p.endswith("/ping")]
@@ -125,3 +134,38 @@ def test_an_old_cluster_is_found_by_trying_the_rest_newest_first(
     pings = [p for p in paths_called(emulator) if p.endswith("/ping")]
     assert pings == [f"/slurm/{v}/ping" for v in ("v0.0.45", "v0.0.42", "v0.0.44", "v0.0.43", "v0.0.41", "v0.0.40")]
     assert paths_called(emulator)[-1] == "/slurm/v0.0.40/jobs/"
+
+
+def test_a_kept_version_the_cluster_stopped_serving_is_negotiated_again_not_a_failure(
+    emulator_factory: Any, credentials_file: Any, monkeypatch: pytest.MonkeyPatch, _fresh_deployment: dict[str, str]
+) -> None:
+    """The cluster went from 26.05 to 24.11 (v0.0.45 no longer served) since the version was kept."""
+    emulator = cluster_as("24.11", emulator_factory, credentials_file, monkeypatch)
+    first = SlurmApiHook(**CLUSTER)
+    name = slurm_hooks._version_variable(first.cluster)
+    _fresh_deployment[name] = "v0.0.45"
+    assert first.get_job(4242) is None
+    assert paths_called(emulator)[:3] == ["/slurm/v0.0.45/job/4242", "/slurm/v0.0.45/ping", "/slurm/v0.0.42/ping"]
+    assert all("/v0.0.42/" in p for p in paths_called(emulator)[3:])
+    assert _fresh_deployment[name] == "v0.0.42"  # the new one is kept for the next task
+
+
+def test_a_task_process_with_a_kept_version_costs_no_negotiation_sync_or_async(
+    emulator_factory: Any, credentials_file: Any, monkeypatch: pytest.MonkeyPatch, _fresh_deployment: dict[str, str]
+) -> None:
+    emulator = cluster_as("24.11", emulator_factory, credentials_file, monkeypatch)
+    assert SlurmApiHook(**CLUSTER).list_jobs() == []  # the first task of the deployment negotiates
+    emulator.reset_calls()
+
+    async def triggerer() -> Any:
+        async with SlurmApiAsyncHook(**CLUSTER) as hook:
+            return await hook.get_job(4242)
+
+    assert asyncio.run(triggerer()) is None
+    assert SlurmApiHook(**CLUSTER).get_job(4243) is None
+    assert paths_called(emulator) == [
+        "/slurm/v0.0.42/job/4242",
+        "/slurmdb/v0.0.42/job/4242",
+        "/slurm/v0.0.42/job/4243",
+        "/slurmdb/v0.0.42/job/4243",
+    ]

@@ -60,9 +60,11 @@ def test_auto_paths_wait_for_the_version_and_then_take_its_filter_form() -> None
         paths.job("5?signal=KILL")  # checked when built: a bad id costs no call, not even a negotiation
     since = int(time.time()) - 600
     auto = paths.history_jobs(job_name="t", start_time=since)
-    assert resolve_path(auto, "v0.0.45") == f"/slurmdb/v0.0.45/jobs/?job_name=t&start_time={since}"
-    assert resolve_path(auto, "v0.0.45") == SlurmPaths("v0.0.45").history_jobs(job_name="t", start_time=since)
-    old = resolve_path(auto, "v0.0.41")
+    assert resolve_path(auto, "v0.0.45", now=since + 600) == f"/slurmdb/v0.0.45/jobs/?job_name=t&start_time={since}"
+    assert resolve_path(auto, "v0.0.45", now=since + 600) == SlurmPaths("v0.0.45").history_jobs(
+        job_name="t", start_time=since
+    )
+    old = resolve_path(auto, "v0.0.41", now=since + 600)
     assert old.startswith("/slurmdb/v0.0.41/jobs/?job_name=t&start_time=now-") and old.endswith("seconds")
 
 

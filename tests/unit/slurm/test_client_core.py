@@ -45,6 +45,8 @@ class AnsweringClient(SlurmClientBase):
             ClusterRef("demo-project", "us-central1", "demo-cluster", api_version="v0.0.42"),
             timeout=None,
             retry_seconds=0,
+            transport=NoTransport(),
+            clock=FakeClock(),
         )
         self.answers = answers
         self.sent: list[str] = []
