@@ -137,8 +137,8 @@ class Emulator:
 
 
 @contextmanager
-def start_emulator(tmp: Path) -> Iterator[Emulator]:
-    """``python -m slurmapi_emulator`` on a free port; stopped (SIGTERM) on exit."""
+def start_emulator(tmp: Path, slurm_release: str | None = None) -> Iterator[Emulator]:
+    """``python -m slurmapi_emulator`` on a free port (acting as ``slurm_release`` if given); stopped on exit."""
     workdir = tmp / "jobs"
     workdir.mkdir(parents=True, exist_ok=True)
     credentials = tmp / "service-account.json"
@@ -164,6 +164,7 @@ def start_emulator(tmp: Path) -> Iterator[Emulator]:
         "--workdir",
         str(workdir),
         "--quiet",
+        *(["--slurm-release", slurm_release] if slurm_release else []),
     ]
     stderr = (tmp / "emulator.stderr").open("w")
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=os.environ.copy())

@@ -57,7 +57,7 @@ def test_the_reaper_outlives_its_starter_and_cancels_the_job_with_the_marker(
     earlier, _ = _submit_tagged(hook, emulator, "run-1")  # an earlier try's job (same tag): never this submit's
     job_id, marker = _submit_tagged(hook, emulator, "run-1")
     pid = hook.start_reaper(marker=marker, name="reaped", since=since)
-    token = str(hook._session_credentials.token).encode()
+    token = str(hook._transport.credentials.token).encode()
     assert token and token not in _proc(pid, "cmdline") and token not in _proc(pid, "environ")
     environ = _proc(pid, "environ")
     assert b"AIRFLOW_CONN_" not in environ and b"AIRFLOW_VAR_" not in environ

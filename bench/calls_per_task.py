@@ -1,0 +1,109 @@
+"""Gateway calls per task: a task start (the submit) and a task resumed from the triggerer (the
+accounting read), with ``api_version`` fixed (the baseline: no negotiation can cost anything) and
+with ``auto`` (negotiated once per deployment and cluster, then kept in an Airflow Variable).
+
+    .venv/bin/python bench/calls_per_task.py [--tasks 5] [--release 24.11]
+
+The emulator acts as a Slurm release (24.11 by default: ``auto`` then needs two pings, v0.0.45 refused
+and v0.0.42 answering). Each task is run as a task process does it: a fresh ``SlurmApiHook`` (no state
+shared in memory with the task before), the deployment's Variables in a real metadata database (a
+throw-away sqlite one). Calls are counted by the emulator (what the project's API quota is charged).
+The first task of a deployment also learns the caller's account (one read, kept); the counts of the
+later tasks are what every other task costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.emulator_proc import run_in_airflow_home  # noqa: E402
+
+FIXED = "v0.0.42"
+# Goals (issue 25): a later task's start costs 1 call (the submit); a resume at most the accounting read.
+GOAL_START_CALLS = 1
+GOAL_RESUME_CALLS = 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--tasks", type=int, default=5, help="tasks started and resumed per side")
+    parser.add_argument("--release", default="24.11", help="the Slurm release the emulator acts as")
+    args = parser.parse_args(argv)
+    return run_in_airflow_home("slurmapi-bench-calls-", lambda tmp: _bench(tmp, args.tasks, args.release))
+
+
+def task_calls(emulator: Any, api_version: str, tasks: int) -> tuple[list[int], list[int]]:
+    """Calls of each task's start and of each task's resume, each in a fresh hook."""
+    from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
+    from bench.emulator_proc import CLUSTER_ID, PROJECT, REGION
+
+    cluster = {"project_id": PROJECT, "region": REGION, "cluster_id": CLUSTER_ID, "api_version": api_version}
+    job = {"name": "bench-calls", "partition": "debug", "hold": True, "current_working_directory": "/tmp"}
+    starts: list[int] = []
+    resumes: list[int] = []
+    for _ in range(tasks):
+        emulator.reset_calls()
+        result = SlurmApiHook(**cluster).submit_job(job, "#!/bin/bash\nsleep 3600\n")
+        starts.append(int(emulator.calls()["total"]))
+        emulator.reset_calls()
+        SlurmApiHook(**cluster).get_accounting(result.job_id)  # what execute_complete reads
+        resumes.append(int(emulator.calls()["total"]))
+    return starts, resumes
+
+
+def _forget_kept(prefixes: tuple[str, ...]) -> None:
+    from airflow.models import Variable
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        for prefix in prefixes:
+            session.query(Variable).filter(Variable.key.like(f"{prefix}%")).delete(synchronize_session=False)
+
+
+async def _bench(tmp: Path, tasks: int, release: str) -> int:
+    from bench.emulator_proc import start_emulator
+
+    migrated = subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True, check=False
+    )
+    if migrated.returncode != 0:
+        print(f"airflow db migrate failed: {migrated.stderr[-2000:]}")
+        return 1
+    from airflow_provider_slurmapi.account_store import VARIABLE_PREFIX, VERSION_VARIABLE_PREFIX
+
+    ok = True
+    print(f"calls per task, emulator acting as Slurm {release}; {tasks} tasks per side, each a fresh hook")
+    print(f"{'api_version':>12} {'1st start':>10} {'later starts':>13} {'1st resume':>11} {'later resumes':>14}")
+    with start_emulator(tmp, slurm_release=release) as emulator:
+        os.environ.update(emulator.connection_env())
+        rows: dict[str, tuple[list[int], list[int]]] = {}
+        for version in (FIXED, "auto"):
+            _forget_kept((VARIABLE_PREFIX, VERSION_VARIABLE_PREFIX))  # each side starts a fresh deployment
+            starts, resumes = task_calls(emulator, version, tasks)
+            rows[version] = (starts, resumes)
+            print(f"{version:>12} {starts[0]:>10} {max(starts[1:]):>13} {resumes[0]:>11} {max(resumes[1:]):>14}")
+        base_starts, base_resumes = rows[FIXED]
+        auto_starts, auto_resumes = rows["auto"]
+        later_start, later_resume = max(auto_starts[1:]), max(auto_resumes[1:])
+        ratio = sum(auto_starts + auto_resumes) / max(1, sum(base_starts + base_resumes))
+        print(f"auto / fixed, all calls of the {tasks} tasks: {ratio:.2f}x")
+        for goal, met in (
+            (f"a later task's start costs {GOAL_START_CALLS} call with auto", later_start <= GOAL_START_CALLS),
+            (f"a resumed task costs at most {GOAL_RESUME_CALLS} call with auto", later_resume <= GOAL_RESUME_CALLS),
+            ("auto costs no more than a fixed api_version after the first task", later_start <= max(base_starts[1:])),
+        ):
+            print(f"  {'PASS' if met else 'FAIL'}  {goal}")
+            ok = ok and met
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
