@@ -40,8 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     return run_in_airflow_home("slurmapi-bench-calls-", lambda tmp: _bench(tmp, args.tasks, args.release))
 
 
-def task_calls(emulator: Any, api_version: str, tasks: int) -> tuple[list[int], list[int]]:
-    """Calls of each task's start and of each task's resume, each in a fresh hook."""
+def task_calls(emulator: Any, api_version: str, tasks: int) -> tuple[list[int], list[int], list[str]]:
+    """Calls of each task's start and of each task's resume, each in a fresh hook; the first start's paths."""
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
     from bench.emulator_proc import CLUSTER_ID, PROJECT, REGION
 
@@ -49,14 +49,17 @@ def task_calls(emulator: Any, api_version: str, tasks: int) -> tuple[list[int], 
     job = {"name": "bench-calls", "partition": "debug", "hold": True, "current_working_directory": "/tmp"}
     starts: list[int] = []
     resumes: list[int] = []
+    first: list[str] = []
     for _ in range(tasks):
         emulator.reset_calls()
         result = SlurmApiHook(**cluster).submit_job(job, "#!/bin/bash\nsleep 3600\n")
-        starts.append(int(emulator.calls()["total"]))
+        calls = emulator.calls()
+        starts.append(int(calls["total"]))
+        first = first or [f"{call.get('method')} {call.get('path')}" for call in calls["last"]]
         emulator.reset_calls()
         SlurmApiHook(**cluster).get_accounting(result.job_id)  # what execute_complete reads
         resumes.append(int(emulator.calls()["total"]))
-    return starts, resumes
+    return starts, resumes, first
 
 
 def _forget_kept(prefixes: tuple[str, ...]) -> None:
@@ -85,11 +88,14 @@ async def _bench(tmp: Path, tasks: int, release: str) -> int:
     with start_emulator(tmp, slurm_release=release) as emulator:
         os.environ.update(emulator.connection_env())
         rows: dict[str, tuple[list[int], list[int]]] = {}
+        paths: dict[str, list[str]] = {}
         for version in (FIXED, "auto"):
             _forget_kept((VARIABLE_PREFIX, VERSION_VARIABLE_PREFIX))  # each side starts a fresh deployment
-            starts, resumes = task_calls(emulator, version, tasks)
+            starts, resumes, paths[version] = task_calls(emulator, version, tasks)
             rows[version] = (starts, resumes)
             print(f"{version:>12} {starts[0]:>10} {max(starts[1:]):>13} {resumes[0]:>11} {max(resumes[1:]):>14}")
+        for version, called in paths.items():
+            print(f"first start with {version}: {', '.join(called)}")
         base_starts, base_resumes = rows[FIXED]
         auto_starts, auto_resumes = rows["auto"]
         later_start, later_resume = max(auto_starts[1:]), max(auto_resumes[1:])

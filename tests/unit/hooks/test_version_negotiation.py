@@ -169,3 +169,34 @@ def test_a_task_process_with_a_kept_version_costs_no_negotiation_sync_or_async(
         "/slurm/v0.0.42/job/4243",
         "/slurmdb/v0.0.42/job/4243",
     ]
+
+
+def test_a_task_start_costs_the_submit_alone_and_a_resume_the_accounting_read(
+    emulator_factory: Any, credentials_file: Any, monkeypatch: pytest.MonkeyPatch, _fresh_deployment: dict[str, str]
+) -> None:
+    """Issue 25's goal for calls per task, counted on the gateway: once the deployment knows the version
+    and the account (kept by an earlier task), a task process starts with 1 call and resumes with 1."""
+    from airflow_provider_slurmapi.account_store import variable_name
+    from tests.conftest import CLUSTER_ID, PROJECT, REGION
+
+    emulator = cluster_as("24.11", emulator_factory, credentials_file, monkeypatch)
+    first = SlurmApiHook(**CLUSTER)
+    job = {"name": "calls", "partition": "debug", "hold": True, "current_working_directory": "/tmp"}
+    submitted = first.submit_job(job, "#!/bin/bash\nsleep 60\n")  # the deployment's first task negotiates
+    account = emulator.calls()["last"]
+    assert [c["path"] for c in account][:3] == [
+        "/slurm/v0.0.45/ping",
+        "/slurm/v0.0.42/ping",
+        "/slurm/v0.0.42/job/submit",
+    ]
+    owner = next(j["user"] for j in emulator.jobs() if j["job_id"] == submitted.job_id)
+    monkeypatch.setenv(
+        f"AIRFLOW_VAR_{variable_name('google_cloud_default', PROJECT, REGION, CLUSTER_ID).upper()}", owner
+    )
+
+    emulator.reset_calls()
+    started = SlurmApiHook(**CLUSTER).submit_job(job, "#!/bin/bash\nsleep 60\n")  # another task's process
+    assert paths_called(emulator) == ["/slurm/v0.0.42/job/submit"]
+    emulator.reset_calls()
+    SlurmApiHook(**CLUSTER).get_accounting(started.job_id)  # the resumed task's one read
+    assert paths_called(emulator) == [f"/slurmdb/v0.0.42/job/{started.job_id}"]
