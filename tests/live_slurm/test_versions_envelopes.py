@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import requests
 
-from airflow_provider_slurmapi.slurm import client as client_core
+from airflow_provider_slurmapi.hooks import slurm as slurm_hooks
 from airflow_provider_slurmapi.slurm.api_versions import NEGOTIATE, served_by, traits
 from tests.conftest import load_dag
 from tests.live_slurm.conftest import CLUSTER_ID, GATEWAY_TOKEN, make_hook, run_dag_capture
@@ -131,7 +131,10 @@ def test_auto_negotiates_the_newest_version_the_real_slurm_serves(
     import logging
 
     caplog.set_level(logging.INFO)
-    monkeypatch.setattr(client_core, "_NEGOTIATED", {})  # a fresh process, as far as negotiation goes
+    kept: dict[str, str] = {}  # a fresh deployment, as far as negotiation goes: no version kept yet
+    monkeypatch.setattr(
+        slurm_hooks, "version_store", lambda where: (lambda: kept.get(where()), lambda v: kept.__setitem__(where(), v))
+    )
     gateway.reset_calls()
     hook = make_hook(gateway, NEGOTIATE)
     assert hook.get_job(UNKNOWN_JOB_ID) is None
@@ -142,6 +145,16 @@ def test_auto_negotiates_the_newest_version_the_real_slurm_serves(
     )
     assert hook.api_version == newest
     assert f"Slurm REST API version {newest} negotiated" in caplog.text + "".join(capfd.readouterr())
+    assert list(kept.values()) == [newest]  # kept for the deployment's next task processes
+    # A kept version the real slurmrestd does not serve (v0.0.45 on 24.11) is negotiated again, not a failure.
+    if newest != "v0.0.45":
+        kept.update(dict.fromkeys(kept, "v0.0.45"))
+        gateway.reset_calls()
+        again = make_hook(gateway, NEGOTIATE)
+        assert again.get_job(UNKNOWN_JOB_ID) is None
+        called = [c["path"] for c in gateway.calls()["last"]]
+        assert called[:3] == [f"/slurm/v0.0.45/job/{UNKNOWN_JOB_ID}", "/slurm/v0.0.45/ping", f"/slurm/{newest}/ping"]
+        assert again.api_version == newest and list(kept.values()) == [newest]
 
 
 def test_a_version_the_real_slurm_deprecates_is_said_once(
