@@ -278,7 +278,8 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
     :param project_id: the cluster's project; default: the connection's project.
     :param gcp_conn_id: an Airflow Google Cloud connection.
     :param api_version: the Slurm REST version to speak (``v0.0.40`` to ``v0.0.45``); default ``"auto"``:
-        the newest version both this provider and the cluster speak, negotiated once per cluster and process.
+        the newest version both this provider and the cluster speak, negotiated once per deployment and cluster
+        (kept in an Airflow Variable; negotiated again if the cluster stops serving it).
     :param impersonation_chain: a service account (or chain) to impersonate.
     :param api_endpoint: overrides the endpoint (also connection extra ``api_endpoint``).
     :param cluster: all of the above in one :class:`~airflow_provider_slurmapi.slurm.cluster.ClusterRef`
