@@ -221,7 +221,7 @@ class AiohttpTransport:
         gcp_conn_id: str,
     ) -> None:
         self._prepare, self._timeout, self.gcp_conn_id = prepare, timeout, gcp_conn_id
-        self._session: aiohttp.ClientSession | None = None
+        self.session: aiohttp.ClientSession | None = None
         self._token_lock = asyncio.Lock()
 
     async def token(self, *, force: bool = False) -> str:
@@ -237,16 +237,16 @@ class AiohttpTransport:
             return str(credentials.token)
 
     async def _get_session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
+        if self.session is None or self.session.closed:
             import aiohttp
 
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._timeout()))
-        return self._session
+            self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._timeout()))
+        return self.session
 
     async def close(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
-        self._session = None
+        if self.session is not None and not self.session.closed:
+            await self.session.close()
+        self.session = None
 
     async def send(self, envelope: Send) -> tuple[int, bytes]:
         import aiohttp
@@ -533,9 +533,16 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
                         self.keep_account = None
                         return cluster, google.get_credentials()
 
-                    self._cluster, self._credentials = await asyncio.to_thread(read)
+                    self._cluster, self._credentials = await self._offload(read)
         assert self._cluster is not None and self._credentials is not None
         return self._cluster, self._credentials
+
+    async def _offload(self, call: Callable[[], T]) -> T:
+        """Blocking reads (connection, Variables) as Airflow wants them from a trigger: ``sync_to_async``
+        (on Airflow 3 the Task SDK's calls then reach the triggerer's supervisor from its thread)."""
+        from asgiref.sync import sync_to_async
+
+        return await sync_to_async(call)()
 
     def _target(self) -> ClusterRef:
         assert self._cluster is not None, "the hook is prepared before any plan runs"
@@ -543,6 +550,11 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
 
     async def close(self) -> None:
         await self._transport.close()
+
+    @property
+    def _session(self) -> aiohttp.ClientSession | None:
+        """The transport's aiohttp session, once a call opened it (``None`` before and after close)."""
+        return self._transport.session
 
     @property
     def _transport(self) -> AiohttpTransport:

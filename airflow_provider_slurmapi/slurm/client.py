@@ -219,13 +219,17 @@ class SlurmClientBase:
             plan = primed(plan)  # its arguments are checked before the version costs a call
             async with self._version_lock:
                 if self.api_version is None:
-                    await asyncio.to_thread(self._kept_version)  # the store may block: not on the loop
+                    await self._offload(self._kept_version)  # the store may block: not on the loop
                     self.api_version = await self._arun(self._version_plan())
         try:
             return await self._arun(plan)
         finally:
             if self._version_to_keep is not None:
-                await asyncio.to_thread(self._store_version)
+                await self._offload(self._store_version)
+
+    async def _offload(self, call: Callable[[], T]) -> T:
+        """Run a blocking callback (the stores) off the event loop; a hook may say how (Airflow's way)."""
+        return await asyncio.to_thread(call)
 
     async def _arun(self, plan: Plan[T]) -> T:
         return await arun_plan(plan, expand=self._exchange, transport=self.transport, clock=self.clock)  # type: ignore[arg-type]
