@@ -340,6 +340,11 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         """The transport's pooled session (google-auth refreshes its token when it has expired)."""
         return self._transport.session
 
+    @session.setter
+    def session(self, session: requests.Session) -> None:
+        """Another session for the transport (a test's, serving recorded answers)."""
+        self._transport.session = session
+
     @property
     def _transport(self) -> SessionTransport:
         assert isinstance(self.transport, SessionTransport), "a test's transport has no session"
