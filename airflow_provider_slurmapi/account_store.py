@@ -54,22 +54,10 @@ def version_variable_name(api_endpoint: str, project_id: str | None, region: str
     return _digest_name(VERSION_VARIABLE_PREFIX, api_endpoint, project_id or "", region, cluster_id)
 
 
-def _in_task_sdk() -> bool:
-    """Airflow 3 in a task or the triggerer (the Task SDK speaks for it); else (Airflow 2, or a process of
-    Airflow 3 with the metadata database, e.g. a test or the CLI) the ORM."""
-    if not AIRFLOW_V_3_0_PLUS:
-        return False
-    try:
-        from airflow.sdk.execution_time.task_runner import SUPERVISOR_COMMS  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def load(name: str) -> str | None:
     """The account kept in Variable ``name``; ``None`` if none is kept."""
     value: Any
-    if _in_task_sdk():
+    if AIRFLOW_V_3_0_PLUS:
         from airflow.sdk import Variable as SdkVariable
 
         value = SdkVariable.get(name, default=None)
@@ -83,7 +71,7 @@ def load(name: str) -> str | None:
 
 def keep(name: str, account: str, description: str = _DESCRIPTION) -> None:
     """Keep ``account`` (or another value) in Variable ``name``."""
-    if _in_task_sdk():
+    if AIRFLOW_V_3_0_PLUS:
         from airflow.sdk import Variable as SdkVariable
 
         SdkVariable.set(name, account, description=description)

@@ -6,8 +6,9 @@ with ``auto`` (negotiated once per deployment and cluster, then kept in an Airfl
 
 The emulator acts as a Slurm release (24.11 by default: ``auto`` then needs two pings, v0.0.45 refused
 and v0.0.42 answering). Each task is run as a task process does it: a fresh ``SlurmApiHook`` (no state
-shared in memory with the task before), the deployment's Variables in a real metadata database (a
-throw-away sqlite one). Calls are counted by the emulator (what the project's API quota is charged).
+shared in memory with the task before). The deployment's Variables (the learned account, the kept
+version) are a dict shared by the tasks of one side: the bench runs outside a task, where Airflow 3's
+Task SDK cannot reach them; the hooks' store callbacks and the core's use of them are the real ones. Calls are counted by the emulator (what the project's API quota is charged).
 The first task of a deployment also learns the caller's account (one read, kept); the counts of the
 later tasks are what every other task costs.
 """
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -62,26 +62,26 @@ def task_calls(emulator: Any, api_version: str, tasks: int) -> tuple[list[int], 
     return starts, resumes, first
 
 
-def _forget_kept(prefixes: tuple[str, ...]) -> None:
-    from airflow.models import Variable
-    from airflow.utils.session import create_session
+def deployment_variables() -> dict[str, str]:
+    """The deployment's Variables as a dict, behind the hooks' real store callbacks."""
+    from collections.abc import Callable
 
-    with create_session() as session:
-        for prefix in prefixes:
-            session.query(Variable).filter(Variable.key.like(f"{prefix}%")).delete(synchronize_session=False)
+    from airflow_provider_slurmapi.hooks import slurm as slurm_hooks
+
+    kept: dict[str, str] = {}
+
+    def store(where: Callable[[], str]) -> tuple[Callable[[], str | None], Callable[[str], None]]:
+        return (lambda: kept.get(where())), (lambda value: kept.__setitem__(where(), value))
+
+    slurm_hooks.account_store = store  # type: ignore[assignment]
+    slurm_hooks.version_store = store  # type: ignore[assignment]
+    return kept
 
 
 async def _bench(tmp: Path, tasks: int, release: str) -> int:
     from bench.emulator_proc import start_emulator
 
-    migrated = subprocess.run(
-        [sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True, check=False
-    )
-    if migrated.returncode != 0:
-        print(f"airflow db migrate failed: {migrated.stderr[-2000:]}")
-        return 1
-    from airflow_provider_slurmapi.account_store import VARIABLE_PREFIX, VERSION_VARIABLE_PREFIX
-
+    kept = deployment_variables()
     ok = True
     print(f"calls per task, emulator acting as Slurm {release}; {tasks} tasks per side, each a fresh hook")
     print(f"{'api_version':>12} {'1st start':>10} {'later starts':>13} {'1st resume':>11} {'later resumes':>14}")
@@ -90,7 +90,7 @@ async def _bench(tmp: Path, tasks: int, release: str) -> int:
         rows: dict[str, tuple[list[int], list[int]]] = {}
         paths: dict[str, list[str]] = {}
         for version in (FIXED, "auto"):
-            _forget_kept((VARIABLE_PREFIX, VERSION_VARIABLE_PREFIX))  # each side starts a fresh deployment
+            kept.clear()  # each side starts a fresh deployment
             starts, resumes, paths[version] = task_calls(emulator, version, tasks)
             rows[version] = (starts, resumes)
             print(f"{version:>12} {starts[0]:>10} {max(starts[1:]):>13} {resumes[0]:>11} {max(resumes[1:]):>14}")

@@ -119,8 +119,11 @@ def connection_cluster(google: GoogleBaseHook, ref: ClusterRef) -> ClusterRef:
     )
 
 
-def adopt_connection(client: SlurmClientBase, settings: ConnectionSettings, where: Callable[[], ClusterRef]) -> None:
-    """Hand a client its connection's settings and the deployment's stores (both hooks, one way)."""
+def adopt_connection(
+    client: SlurmClientBase, settings: ConnectionSettings, where: Callable[[], ClusterRef] | None
+) -> None:
+    """Hand a client its connection's settings and (``where``: the cluster their Variables are named by)
+    the deployment's stores of the learned account and the negotiated version (both hooks, one way)."""
     client.timeout = settings.timeout
     if settings.retry_seconds is not None:
         client.retry_seconds = settings.retry_seconds
@@ -129,10 +132,13 @@ def adopt_connection(client: SlurmClientBase, settings: ConnectionSettings, wher
     # provider learns it from its own jobs and keeps it for this connection and cluster.
     if settings.slurm_user:
         client._account, client._account_from = settings.slurm_user, "the connection's extra slurm_user"
-    else:
-        client.load_account, client.keep_account = account_store(lambda: _account_variable(where()))
+    if where is None:
+        return
+    cluster = where
+    if not settings.slurm_user:
+        client.load_account, client.keep_account = account_store(lambda: _account_variable(cluster()))
     if client.api_version is None:  # "auto": negotiated once per deployment and cluster, then kept
-        client.load_version, client.keep_version = version_store(lambda: _version_variable(where()))
+        client.load_version, client.keep_version = version_store(lambda: _version_variable(cluster()))
 
 
 def _account_variable(ref: ClusterRef) -> str:
@@ -531,11 +537,9 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
                     def read() -> tuple[ClusterRef, Credentials]:
                         settings = connection_settings(google, **self._arguments)
                         cluster = connection_cluster(google, self.cluster_ref)
-                        adopt_connection(self, settings, lambda: cluster)
-                        # The stores may block: read here, off the loop; the triggerer never writes the account.
-                        self._kept_version()
-                        self._known_account()
-                        self.keep_account = None
+                        # No Variable stores in the triggerer (as before): its one client per cluster (the
+                        # poller's) negotiates once per triggerer process; tasks keep the version.
+                        adopt_connection(self, settings, None)
                         return cluster, google.get_credentials()
 
                     self._cluster, self._credentials = await self._offload(read)

@@ -150,7 +150,7 @@ def test_a_kept_version_the_cluster_stopped_serving_is_negotiated_again_not_a_fa
     assert _fresh_deployment[name] == "v0.0.42"  # the new one is kept for the next task
 
 
-def test_a_task_process_with_a_kept_version_costs_no_negotiation_sync_or_async(
+def test_a_task_process_with_a_kept_version_costs_no_negotiation_and_a_triggerer_negotiates_once(
     emulator_factory: Any, credentials_file: Any, monkeypatch: pytest.MonkeyPatch, _fresh_deployment: dict[str, str]
 ) -> None:
     emulator = cluster_as("24.11", emulator_factory, credentials_file, monkeypatch)
@@ -161,9 +161,11 @@ def test_a_task_process_with_a_kept_version_costs_no_negotiation_sync_or_async(
         async with SlurmApiAsyncHook(**CLUSTER) as hook:
             return await hook.get_job(4242)
 
-    assert asyncio.run(triggerer()) is None
-    assert SlurmApiHook(**CLUSTER).get_job(4243) is None
+    assert asyncio.run(triggerer()) is None  # the triggerer's one client per cluster: reads no Variable
+    assert SlurmApiHook(**CLUSTER).get_job(4243) is None  # a task process: the kept version, no ping
     assert paths_called(emulator) == [
+        "/slurm/v0.0.45/ping",
+        "/slurm/v0.0.42/ping",
         "/slurm/v0.0.42/job/4242",
         "/slurmdb/v0.0.42/job/4242",
         "/slurm/v0.0.42/job/4243",
