@@ -133,9 +133,15 @@ def effects_of(plan: Plan[T], expand: Expand) -> Effects[T]:
 
 
 class Clock(Protocol):
-    """What the sync driver waits with: ``time.monotonic``/``time.sleep``, or a test's fake clock."""
+    """What the sync driver waits with: ``time.monotonic``/``time.sleep``, or a test's fake clock.
+
+    ``wall`` is its reading in seconds since the epoch: what crosses processes (a watch saved between
+    a sensor's pokes, a trigger's deadline), so a fake clock moves it too.
+    """
 
     def now(self) -> float: ...
+
+    def wall(self) -> float: ...
 
     def sleep(self, seconds: float) -> None: ...
 
@@ -144,6 +150,8 @@ class AsyncClock(Protocol):
     """What the async driver waits with: the event loop's time and ``asyncio.sleep``, or a fake clock."""
 
     def now(self) -> float: ...
+
+    def wall(self) -> float: ...
 
     def sleep(self, seconds: float) -> Awaitable[None]: ...
 
@@ -154,6 +162,9 @@ class SystemClock:
     def now(self) -> float:
         return time.monotonic()
 
+    def wall(self) -> float:
+        return time.time()
+
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
 
@@ -163,6 +174,9 @@ class LoopClock:
 
     def now(self) -> float:
         return asyncio.get_running_loop().time()
+
+    def wall(self) -> float:
+        return time.time()
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)

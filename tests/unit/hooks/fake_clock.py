@@ -12,6 +12,9 @@ from collections.abc import Callable
 class FakeClock:
     """``now`` starts at 0 and moves only when a plan sleeps; ``sleeps`` records each wait asked for."""
 
+    # Where the wall clock starts: a plausible epoch time, so deadlines computed from it look real.
+    WALL_START = 1_700_000_000.0
+
     def __init__(self, before_sleep: Callable[[], None] | None = None) -> None:
         self.current = 0.0
         self.sleeps: list[float] = []
@@ -19,6 +22,10 @@ class FakeClock:
 
     def now(self) -> float:
         return self.current
+
+    def wall(self) -> float:
+        """Seconds since the epoch, moving with ``now``."""
+        return self.WALL_START + self.current
 
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
