@@ -120,7 +120,7 @@ class WatchSettings:
 
     missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS
     outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS
-    log_progress: bool = True
+    log_progress: bool = False
     array_fail_fast: bool = False
     pending_timeout: float | None = None
 
@@ -329,7 +329,7 @@ class JobWatch:
         if self._pending_since is None or requeued:
             self._pending_since = now  # a new pending spell: the first seen, or after a requeue
         waited = now - self._pending_since
-        if self.settings.pending_timeout is not None and waited > self.settings.pending_timeout:
+        if self.settings.pending_timeout is not None and waited >= self.settings.pending_timeout:
             return PendingTimeoutError(job.job_id, waited, self.settings.pending_timeout, job.reason)
         return None
 
@@ -657,7 +657,7 @@ def _within(watch: JobWatch, deadline: float | None, copies_of: str | None, inte
 def _until_next(watch: JobWatch, interval: float, deadline: float | None) -> float:
     """The sleep before the next look: the interval, or less when a deadline comes first."""
     within = _within(watch, deadline, None, None)
-    return interval if within is None else min(interval, max(within, 0.0))
+    return interval if within is None or within <= 0 else min(interval, within)
 
 
 class WatchPort(Protocol):
