@@ -41,9 +41,9 @@ def job(state: list[str], reason: str | None = None) -> SlurmJob:
 class Port:
     """What the hook answers: one scripted answer a look (the last one again once they run out)."""
 
-    def __init__(self, answers: list[SlurmJob | None | SlurmApiError]) -> None:
-        self._answers: Iterator[SlurmJob | None | SlurmApiError] = iter(answers)
-        self._last: SlurmJob | None | SlurmApiError = None
+    def __init__(self, answers: list[SlurmJob | SlurmApiError | None]) -> None:
+        self._answers: Iterator[SlurmJob | SlurmApiError | None] = iter(answers)
+        self._last: SlurmJob | SlurmApiError | None = None
         self.looks = 0
         self.cancels: list[int] = []
         self.sweeps: list[tuple[str, int]] = []
@@ -125,7 +125,7 @@ class PollerPort:
         self.cancels: list[int] = []
         self.sweeps = 0
 
-    async def poll(self, job_id: int, within: float | None) -> SlurmJob | None | NoAnswer:
+    async def poll(self, job_id: int, within: float | None) -> SlurmJob | NoAnswer | None:
         if self.first:
             self.first = False
             return self.seen
