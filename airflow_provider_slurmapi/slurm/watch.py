@@ -680,18 +680,30 @@ class AsyncWatchPort(Protocol):
     async def cancel_later_copies(self, marker: str, keep_job_id: int) -> Any: ...
 
 
+class _Stepping:
+    """The stepping both drivers share: the next effect, fed its reply or the error it ended in."""
+
+    def __init__(self, plan: WatchPlan) -> None:
+        self._plan = plan
+        self.effect: WatchEffect | None = None
+        self.end: WatchEnd | None = None
+        self.feed(None)
+
+    def feed(self, reply: Any) -> None:
+        """The reply to :attr:`effect` (a :class:`SlurmApiError`: thrown in); :attr:`effect` ``None``: done."""
+        try:
+            self.effect = self._plan.throw(reply) if isinstance(reply, SlurmApiError) else self._plan.send(reply)
+        except StopIteration as stop:
+            self.effect, self.end = None, stop.value
+
+
 def run_watch(
     plan: WatchPlan, port: WatchPort, clock: Clock, logger: StepLogger, redact: Callable[[str], str] = str
 ) -> WatchEnd:
     """Carry out a watch plan with the sync hook and a blocking clock (the worker, the sensor)."""
-    reply: Any = None
-    error: SlurmApiError | None = None
-    while True:
-        try:
-            effect = plan.throw(error) if error is not None else plan.send(reply)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        reply, error = None, None
+    run = _Stepping(plan)
+    while (effect := run.effect) is not None:
+        reply: Any = None
         try:
             if isinstance(effect, Poll):
                 reply = port.get_job(effect.job_id)
@@ -704,21 +716,19 @@ def run_watch(
             else:
                 port.cancel_later_copies(effect.marker, effect.keep_job_id)
         except SlurmApiError as exc:
-            error = exc
+            reply = exc
+        run.feed(reply)
+    assert run.end is not None
+    return run.end
 
 
 async def arun_watch(
     plan: WatchPlan, port: AsyncWatchPort, clock: AsyncClock, logger: StepLogger, redact: Callable[[str], str] = str
 ) -> WatchEnd:
     """:func:`run_watch` with an awaitable port and clock (the trigger)."""
-    reply: Any = None
-    error: SlurmApiError | None = None
-    while True:
-        try:
-            effect = plan.throw(error) if error is not None else plan.send(reply)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        reply, error = None, None
+    run = _Stepping(plan)
+    while (effect := run.effect) is not None:
+        reply: Any = None
         try:
             if isinstance(effect, Poll):
                 reply = await port.poll(effect.job_id, effect.within)
@@ -731,7 +741,10 @@ async def arun_watch(
             else:
                 await port.cancel_later_copies(effect.marker, effect.keep_job_id)
         except SlurmApiError as exc:
-            error = exc
+            reply = exc
+        run.feed(reply)
+    assert run.end is not None
+    return run.end
 
 
 def _log(logger: StepLogger, say: Say, redact: Callable[[str], str]) -> None:
