@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Annotated, Any, TypedDict, Unpack, cast, get_type_hints
+from typing import Annotated, Any, TypedDict, Unpack, get_type_hints
 from urllib.parse import urlsplit
 
 from airflow_provider_slurmapi.slurm.api_versions import NEGOTIATE, check_api_version
@@ -57,12 +57,6 @@ def _declared() -> dict[str, bool]:
 CLUSTER_ARG_NAMES: tuple[str, ...] = tuple(_declared())
 # The cluster arguments every operator and the sensor template.
 CLUSTER_TEMPLATE_FIELDS: tuple[str, ...] = tuple(name for name, templated in _declared().items() if templated)
-
-
-def take_cluster_args(kwargs: dict[str, Any]) -> ClusterArgs:
-    """Take the cluster arguments out of ``kwargs`` (a trigger's, an operator's), by their declared names."""
-    taken: Any = {name: kwargs.pop(name) for name in CLUSTER_ARG_NAMES if name in kwargs}
-    return cast(ClusterArgs, taken)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,5 +196,4 @@ __all__ = [
     "ClusterArgs",
     "ClusterRef",
     "cluster_ref",
-    "take_cluster_args",
 ]

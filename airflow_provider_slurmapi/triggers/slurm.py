@@ -16,14 +16,14 @@ Cancels go through the cluster's shared poller (one session, one token, concurre
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS, redact_text
-from airflow_provider_slurmapi.slurm.cluster import ClusterRef, cluster_ref, take_cluster_args
+from airflow_provider_slurmapi.slurm.cluster import CLUSTER_ARG_NAMES, ClusterRef, cluster_ref
 from airflow_provider_slurmapi.slurm.errors import SlurmApiError, is_permanent
 from airflow_provider_slurmapi.slurm.job import SlurmJob
 from airflow_provider_slurmapi.slurm.plans import LoopClock
@@ -78,22 +78,30 @@ class SlurmJobTrigger(BaseTrigger):
     def __init__(
         self,
         job_id: int,
+        project_id: str | None = None,
+        region: str | None = None,
+        cluster_id: str | None = None,
+        gcp_conn_id: str | None = None,
+        api_version: str | None = None,
         poll_interval: float = 30.0,
+        impersonation_chain: str | Sequence[str] | None = None,
+        api_endpoint: str | None = None,
         cancel_on_kill: bool = True,
+        *,
         deadline: float | None = None,
         last_seen: Mapping[str, Any] | None = None,
         pending_since: float | None = None,
-        *,
         cluster: ClusterRef | None = None,
         watch: WatchSettings | None = None,
         cancel_copies_of: str | None = None,
         **arguments: Any,
     ) -> None:
-        """``arguments``: the cluster arguments (``ClusterArgs``) and, as releases before ``watch``
-        stored them, the watch settings (``WatchSettings``), each under its own name."""
+        """The cluster arguments (``ClusterArgs``) keep their documented positions; ``arguments``: the
+        watch settings (``WatchSettings``) each under its own name, as the releases before ``watch`` stored them."""
+        given = locals()  # the cluster arguments above, read by their declared names
         super().__init__()
         # A trigger is rebuilt from its serialized kwargs in the triggerer: they are checked here too.
-        self.cluster = cluster_ref(cluster, **take_cluster_args(arguments))
+        self.cluster = cluster_ref(cluster, **{name: given[name] for name in CLUSTER_ARG_NAMES})
         settings = {name: arguments.pop(name) for name in WatchSettings.names() if name in arguments}
         if arguments:
             raise TypeError(f"SlurmJobTrigger got unexpected arguments: {', '.join(sorted(arguments))}.")
