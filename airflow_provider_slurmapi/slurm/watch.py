@@ -574,9 +574,9 @@ def watch_plan(
             step = watch.observe_error(exc)  # raises on a permanent error, or beyond the outage tolerance
             outage = exc
         else:
-            if deadline is not None and watch.wall() >= deadline:
-                return (yield from _deadline_passed(watch, cancel_on_kill))
             if answer is NO_ANSWER:
+                if deadline is not None and watch.wall() >= deadline:
+                    return (yield from _deadline_passed(watch, cancel_on_kill))
                 if not _pending_deadline_passed(watch):
                     if copies_of:
                         yield from _sweep(copies_of, job_id)
@@ -602,6 +602,8 @@ def watch_plan(
             return WatchEnd(step, gave_up=step.give_up)
         if step.finished and step.job is not None:
             return WatchEnd(step)
+        if deadline is not None and watch.wall() >= deadline:  # answers kept coming up to the deadline
+            return (yield from _deadline_passed(watch, cancel_on_kill))
         if pause is not None and pause(step, outage):
             return WatchEnd(step, outage=outage)
 
