@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -28,16 +29,24 @@ from airflow_provider_slurmapi._compat import (
 )
 from airflow_provider_slurmapi.deferral import cancel_after_deferral_timeout, deferral_deadline
 from airflow_provider_slurmapi.slurm.api_versions import check_api_version
-from airflow_provider_slurmapi.slurm.cluster import CLUSTER_ARG_NAMES, DEFAULT_CONN_ID, ClusterRef, cluster_ref
-from airflow_provider_slurmapi.slurm.errors import SlurmApiError, is_permanent
+from airflow_provider_slurmapi.slurm.cluster import (
+    CLUSTER_ARG_NAMES,
+    DEFAULT_CONN_ID,
+    ClusterRef,
+    cluster_ref,
+)
+from airflow_provider_slurmapi.slurm.errors import is_permanent
 from airflow_provider_slurmapi.slurm.paths import DEFAULT_API_VERSION
 from airflow_provider_slurmapi.slurm.validation import check_cluster_id, check_job_id, check_region
 from airflow_provider_slurmapi.slurm.watch import (
     DEFAULT_MISSING_GRACE_SECONDS,
     DEFAULT_OUTAGE_TOLERANCE_SECONDS,
     JobWatch,
+    WatchEnd,
+    WatchPlan,
     WatchSettings,
-    WatchStep,
+    run_watch,
+    watch_plan,
 )
 
 if TYPE_CHECKING:
@@ -73,8 +82,6 @@ def permanent_message(message: str) -> str:
 
 # How long a finished job's accounting record is waited for (slurmdbd records jobs a little after they end).
 DEFAULT_ACCOUNTING_WAIT_SECONDS = 30.0
-
-CLUSTER_TEMPLATE_FIELDS: tuple[str, ...] = ("region", "cluster_id", "project_id", "gcp_conn_id", "impersonation_chain")
 
 
 # XCom key of the finished job, with its accounting summary (the submit operator and the sensor).
@@ -114,10 +121,10 @@ class SlurmBaseOperator(BaseOperator):
         api_endpoint: str | None = None,
         **kwargs: Any,
     ) -> None:
+        given = locals()  # the parameters above, read by their declared names (ClusterArgs)
         super().__init__(**kwargs)
-        given = (region, cluster_id, project_id, gcp_conn_id, api_version, impersonation_chain, api_endpoint)
-        for name, value in zip(CLUSTER_ARG_NAMES, given, strict=True):
-            setattr(self, name, value)  # kept as given: templated, they are checked once rendered (:attr:`cluster`)
+        for name in CLUSTER_ARG_NAMES:  # kept as given: templated, they are checked once rendered (:attr:`cluster`)
+            setattr(self, name, given[name])
         self.api_version = check_api_version(api_version)
         # A literal mistake fails the DAG's parse (an import error naming the field), not the task's run.
         if is_literal(region):
@@ -154,7 +161,7 @@ class SlurmBaseOperator(BaseOperator):
 class SlurmWatchingBaseOperator(SlurmBaseOperator):
     """A task that waits for a Slurm job: the submit operator and the sensor.
 
-    Holds the watch settings, looks at the job once a poll (``_look``), hands the wait to the
+    Holds the watch settings, carries out the watch plan through the hook (``_follow``), hands the wait to the
     triggerer (``_defer_wait``, the one place the trigger is built), pushes the finished job to XCom
     and cancels the job when a deferral times out.
 
@@ -168,9 +175,6 @@ class SlurmWatchingBaseOperator(SlurmBaseOperator):
         logged in one line and pushed in XCom ``slurm_job["accounting"]``. ``None``: no summary.
     """
 
-    # Only the submit operator has one; a watch of someone else's job has no pending limit.
-    pending_timeout: float | None = None
-
     def __init__(
         self,
         *,
@@ -183,18 +187,18 @@ class SlurmWatchingBaseOperator(SlurmBaseOperator):
         accounting_wait_seconds: float | None = DEFAULT_ACCOUNTING_WAIT_SECONDS,
         **kwargs: Any,
     ) -> None:
+        # The watch settings among the parameters above, read by their declared names (WatchSettings);
+        # ``log_progress`` ``None`` is decided when the task runs (:attr:`_log_progress`).
+        given = {**locals(), "log_progress": bool(log_progress)}
         super().__init__(**kwargs)
+        self.log_progress = log_progress
+        self.watch_settings = WatchSettings.from_kwargs(given)
         self.deferrable = default_deferrable() if deferrable is None else deferrable
         self.cancel_on_kill = cancel_on_kill
-        self.missing_grace_seconds = missing_grace_seconds
-        self.outage_tolerance_seconds = outage_tolerance_seconds
-        self.log_progress = log_progress
-        self.array_fail_fast = array_fail_fast
         self.accounting_wait_seconds = accounting_wait_seconds
         self._job_over = False  # the job has ended, or was given up on: nothing left to cancel on kill
         # Set only when the submit was resent: the tag whose late copies the wait cancels.
         self._copies_of: str | None = None
-        self._outage: SlurmApiError | None = None  # the error of the last look, when the API did not answer
 
     @property
     def _log_progress(self) -> bool:
@@ -202,54 +206,29 @@ class SlurmWatchingBaseOperator(SlurmBaseOperator):
         return bool(self.log_progress)
 
     @property
-    def watch_settings(self) -> WatchSettings:
-        """The watch settings as one value: for the watch in this process, and for the trigger."""
-        return WatchSettings(
-            missing_grace_seconds=self.missing_grace_seconds,
-            outage_tolerance_seconds=self.outage_tolerance_seconds,
-            log_progress=self._log_progress,
-            array_fail_fast=self.array_fail_fast,
-            pending_timeout=self.pending_timeout,
-        )
+    def _settings(self) -> WatchSettings:
+        """The watch settings of this run (``log_progress`` decided)."""
+        return replace(self.watch_settings, log_progress=self._log_progress)
 
-    def _look(self, watch: JobWatch, job_id: int, *, quiet: bool = False, forgetful: bool = False) -> WatchStep:
-        """One poll: the watch judges the answer, or the error (an outage is waited out, up to its budget).
+    def _new_watch(self, job_id: int, *, pending_since: float | None = None, saved: object = None) -> JobWatch:
+        """A watch of ``job_id`` on the hook's clock (see ``WatchSettings.new_watch``)."""
+        return self._settings.new_watch(job_id, clock=self.hook.clock, pending_since=pending_since, saved=saved)
 
-        ``quiet`` keeps an unchanged, unfinished state out of the log. Sets ``_outage`` when the API gave
-        no usable answer (an outage the watch still rides out); ``forgetful`` (a poke that keeps no
-        watch) leaves the outage to the poke to log. A job that can never start, or pended too long, is
-        cancelled (with ``cancel_on_kill``) and fails the task.
-        """
-        self._outage = None
-        try:
-            job = self.hook.get_job(job_id)
-        except SlurmApiError as exc:
-            step = watch.observe_error(exc)
-            self._outage = exc
-        else:
-            step = watch.observe(job)
-        if forgetful and self._outage is not None:
-            pass
-        elif quiet and not step.finished and not step.warning:
-            self.log.debug("%s", step.message)
-            if step.progress:
-                self.log.info("%s", redact_text(step.progress))
-        else:
-            step.log_to(self.log, redact_text)
-        if step.cancel_array:
-            self.hook.cancel_job(job_id)
-        if self._copies_of and not step.finished:
-            try:
-                self.hook.cancel_later_copies(self._copies_of, job_id)
-            except SlurmApiError as exc:
-                self.log.warning("Could not look for late copies of Slurm job %s: %s", job_id, exc)
-        if step.give_up is not None:
-            if self.cancel_on_kill:
-                outcome = self.hook.cancel_job(job_id)
-                self.log.info("Cancelled Slurm job %s (%s): %s.", job_id, type(step.give_up).__name__, outcome.value)
+    def _follow(self, plan: WatchPlan) -> WatchEnd:
+        """Carry out a watch plan (:func:`~airflow_provider_slurmapi.slurm.watch.watch_plan`) through the
+        hook, on its clock. A job that can never start, or pended too long, has been cancelled (with
+        ``cancel_on_kill``) by the plan: the task fails with why."""
+        end = run_watch(plan, self.hook, self.hook.clock, self.log, redact_text)
+        if end.gave_up is not None:
             self._job_over = True
-            raise step.give_up
-        return step
+            raise end.gave_up
+        return end
+
+    def _watch_plan(self, watch: JobWatch, interval: float, **how: Any) -> WatchPlan:
+        """The watch plan of this task's job (``how``: see ``watch_plan``)."""
+        return watch_plan(
+            watch, interval=interval, cancel_on_kill=self.cancel_on_kill, copies_of=self._copies_of, **how
+        )
 
     def _defer_wait(
         self,
@@ -278,7 +257,7 @@ class SlurmWatchingBaseOperator(SlurmBaseOperator):
             pending_since=pending_since,
             cluster=self.cluster,
             cancel_copies_of=self._copies_of,
-            **self.watch_settings.as_kwargs(),
+            watch=self._settings,
         )
         self.defer(trigger=trigger, method_name="execute_complete", kwargs=method_kwargs, timeout=backstop)
 

@@ -12,6 +12,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -27,7 +28,6 @@ from airflow_provider_slurmapi._compat import (
     sensitive_name_parts,
 )
 from airflow_provider_slurmapi.operators.base import (
-    CLUSTER_TEMPLATE_FIELDS,
     SlurmBaseOperator,
     SlurmWatchingBaseOperator,
     fails_permanently,
@@ -36,6 +36,7 @@ from airflow_provider_slurmapi.operators.base import (
     permanent_message,
 )
 from airflow_provider_slurmapi.slurm.client import send_marker
+from airflow_provider_slurmapi.slurm.cluster import CLUSTER_TEMPLATE_FIELDS
 from airflow_provider_slurmapi.slurm.errors import (
     ConfigurationError,
     JobNotFoundError,
@@ -258,7 +259,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(cancel_on_kill=cancel_on_kill, log_progress=log_progress, **kwargs)
-        self.pending_timeout = _seconds("pending_timeout", pending_timeout)
+        self.watch_settings = replace(self.watch_settings, pending_timeout=_seconds("pending_timeout", pending_timeout))
         self._submitted_at: float | None = None
         self._submitting = False  # a submit is on its way: a kill now must wait for the job's id
         self._killed_while_submitting = False
@@ -449,7 +450,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
 
     def _submit(self, context: Context, prepared: PreparedSubmission) -> int:
         """Submit a new job for this task instance and remember its id where a retry looks first."""
-        self._submitted_at = time.time()  # its first pending spell begins (pending_timeout)
+        self._submitted_at = self.hook.clock.wall()  # its first pending spell begins (pending_timeout)
         self._submitting = True
         marker = send_marker()
         self._in_flight = (prepared, marker)
@@ -551,24 +552,20 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
     def _wait(self, context: Context, job_id: int, *, adopted: bool = False) -> int:
         """Wait for the job; ``adopted`` when an earlier try submitted it (see :meth:`_finish`)."""
         pending_since = None if adopted else self._submitted_at  # a job found again: its wait counts from now
-        watch = self.watch_settings.new_watch(job_id, pending_since=pending_since)
-        step = self._look(watch, job_id)
-        if step.finished and step.job is not None:
-            return self._finish(context, step.job, adopted=adopted)
-        if self.deferrable:
+        watch = self._new_watch(job_id, pending_since=pending_since)
+        # Deferrable: the first look only, here; the triggerer drives the same plan on from there.
+        end = self._follow(self._watch_plan(watch, self.poll_interval, pause=lambda step, outage: self.deferrable))
+        if not end.finished:
             self._defer_wait(
                 job_id,
-                step.job,
+                end.job,
                 poll_interval=self.poll_interval,
                 timeout=self.execution_timeout,
                 pending_since=pending_since,
                 method_kwargs={"adopted": True} if adopted else None,
             )
-        while not step.finished:
-            time.sleep(self.poll_interval)
-            step = self._look(watch, job_id)
-        assert step.job is not None
-        return self._finish(context, step.job, adopted=adopted)
+        assert end.job is not None
+        return self._finish(context, end.job, adopted=adopted)
 
     @fails_permanently
     def execute_complete(self, context: Context, event: dict[str, Any], adopted: bool = False) -> int:
@@ -655,7 +652,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
             pid = self.hook.start_reaper(
                 marker=marker,
                 name=prepared.job.get("name"),
-                since=int(self._submitted_at or time.time()) - CLOCK_SKEW_SECONDS,
+                since=int(self._submitted_at or self.hook.clock.wall()) - CLOCK_SKEW_SECONDS,
             )
         except Exception as exc:  # on_kill must end; the in-process cancel still runs if the answer comes
             self.log.error("Could not start the process that cancels the job of a killed submit: %s", exc)

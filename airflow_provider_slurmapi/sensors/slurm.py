@@ -14,7 +14,6 @@ only as far as one poke sees them.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -26,12 +25,12 @@ from airflow_provider_slurmapi._compat import (
     redact_text,
 )
 from airflow_provider_slurmapi.operators.base import (
-    CLUSTER_TEMPLATE_FIELDS,
     SlurmWatchingBaseOperator,
     fails_permanently,
     parse_job_id,
     permanent_message,
 )
+from airflow_provider_slurmapi.slurm.cluster import CLUSTER_TEMPLATE_FIELDS
 from airflow_provider_slurmapi.slurm.watch import JobWatch
 from airflow_provider_slurmapi.triggers.event import event_job, read_event
 
@@ -94,25 +93,31 @@ class SlurmJobSensor(SlurmWatchingBaseOperator, BaseSensorOperator):
         if store is not None:  # a watch saved by an earlier poke of this try (not of an earlier try)
             saved = store.get(WATCH_STATE_KEY)
             same_try = isinstance(saved, dict) and saved.get("try_number") == try_number
-            self._watch = self._new_watch(job_id, saved.get("watch") if same_try and isinstance(saved, dict) else None)
+            earlier = saved.get("watch") if same_try and isinstance(saved, dict) else None
+            self._watch = self._new_watch(job_id, saved=earlier)
         elif fresh:
             self._watch = self._new_watch(job_id)
         watch = self._watch
         assert watch is not None
         # Before Airflow 3.3 a rescheduled poke cannot keep its watch: it says the state on the first
-        # poke only, and waits out a missing job or an outage here, where the grace and the tolerance
-        # can end the wait.
+        # poke only, and waits out a missing job here, where the grace can end the wait.
         forgetful = self.reschedule and store is None
-        step = self._look(watch, job_id, quiet=forgetful and not _is_first_poke(context), forgetful=forgetful)
-        while forgetful and step.job is None and self._outage is None:
-            time.sleep(self.poke_interval)
-            step = self._look(watch, job_id, forgetful=forgetful)
-        if forgetful and self._outage is not None:
+        plan = self._watch_plan(
+            watch,
+            self.poke_interval,
+            pause=lambda step, outage: not (forgetful and step.job is None and outage is None),
+            quiet_first=forgetful and not _is_first_poke(context),
+            log_outage=not forgetful,
+        )
+        end = self._follow(plan)
+        step = end.step
+        assert step is not None
+        if forgetful and end.outage is not None:
             self.log.warning(
                 "The Slurm Job API did not answer while watching Slurm job %s (%s); the job runs on. This poke "
                 "gives its slot back and the next one looks again (the sensor's timeout of %ss bounds the outage).",
                 job_id,
-                self._outage,
+                end.outage,
                 self.timeout,
             )
             return False
@@ -124,10 +129,6 @@ class SlurmJobSensor(SlurmWatchingBaseOperator, BaseSensorOperator):
         if not step.job.succeeded:
             raise AirflowException(redact_text(step.job.failure_message()))
         return True
-
-    def _new_watch(self, job_id: int, saved: object = None) -> JobWatch:
-        """A watch of ``job_id``, going on from ``saved`` (an earlier poke's snapshot) if it is one."""
-        return self.watch_settings.new_watch(job_id, saved=saved)
 
     def _deferred_job_id(self, context: Context) -> int | None:
         return parse_job_id(self.job_id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, TypedDict, Unpack
+from typing import Annotated, Any, TypedDict, Unpack, get_type_hints
 from urllib.parse import urlsplit
 
 from airflow_provider_slurmapi.slurm.api_versions import NEGOTIATE, check_api_version
@@ -26,28 +26,37 @@ from airflow_provider_slurmapi.slurm.validation import (
 )
 
 DEFAULT_CONN_ID = "google_cloud_default"
-# The names under which operators, hooks and triggers take these values (and ``serialize()`` stores them).
-CLUSTER_ARG_NAMES: tuple[str, ...] = (
-    "region",
-    "cluster_id",
-    "project_id",
-    "gcp_conn_id",
-    "api_version",
-    "impersonation_chain",
-    "api_endpoint",
-)
+# Marks a cluster argument that operators and the sensor template (``Annotated[..., TEMPLATED]``).
+TEMPLATED = "templated"
 
 
 class ClusterArgs(TypedDict, total=False):
-    """The documented cluster arguments of hooks and triggers; ``None`` is "not given": the default."""
+    """The cluster arguments, declared once: their names, types and which are templated.
 
-    region: str | None
-    cluster_id: str | None
-    project_id: str | None
-    gcp_conn_id: str | None
+    Operators, the sensor, the hooks and the trigger take these values under these names (and
+    ``serialize()`` stores them), :data:`CLUSTER_ARG_NAMES` and :data:`CLUSTER_TEMPLATE_FIELDS` are
+    read from here, and :class:`ClusterRef` checks them. ``None`` is "not given": the default.
+    """
+
+    region: Annotated[str | None, TEMPLATED]
+    cluster_id: Annotated[str | None, TEMPLATED]
+    project_id: Annotated[str | None, TEMPLATED]
+    gcp_conn_id: Annotated[str | None, TEMPLATED]
     api_version: str | None
-    impersonation_chain: str | Sequence[str] | None
+    impersonation_chain: Annotated[str | Sequence[str] | None, TEMPLATED]
     api_endpoint: str | None
+
+
+def _declared() -> dict[str, bool]:
+    """Each cluster argument, in its declared order, and whether it is templated."""
+    hints = get_type_hints(ClusterArgs, include_extras=True)
+    return {name: TEMPLATED in getattr(hint, "__metadata__", ()) for name, hint in hints.items()}
+
+
+# The names under which operators, hooks and triggers take these values (and ``serialize()`` stores them).
+CLUSTER_ARG_NAMES: tuple[str, ...] = tuple(_declared())
+# The cluster arguments every operator and the sensor template.
+CLUSTER_TEMPLATE_FIELDS: tuple[str, ...] = tuple(name for name, templated in _declared().items() if templated)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,4 +189,11 @@ def cluster_ref(cluster: ClusterRef | None = None, **args: Unpack[ClusterArgs]) 
     return dataclasses.replace(cluster, **given) if given else cluster
 
 
-__all__ = ["CLUSTER_ARG_NAMES", "ClusterArgs", "ClusterRef", "cluster_ref"]
+__all__ = [
+    "CLUSTER_ARG_NAMES",
+    "CLUSTER_TEMPLATE_FIELDS",
+    "TEMPLATED",
+    "ClusterArgs",
+    "ClusterRef",
+    "cluster_ref",
+]

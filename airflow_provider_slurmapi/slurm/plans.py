@@ -142,7 +142,11 @@ def effects_of(plan: Plan[T], expand: Expand) -> Effects[T]:
 
 
 class Clock(Protocol):
-    """What the sync driver waits with: ``time.monotonic``/``time.sleep``, or a test's fake clock."""
+    """What the sync driver waits with: ``time.monotonic``/``time.sleep``, or a test's fake clock.
+
+    ``wall`` is its reading in seconds since the epoch: what crosses processes (a watch saved between
+    a sensor's pokes, a trigger's deadline), so a fake clock moves it too.
+    """
 
     def now(self) -> float: ...
 

@@ -16,12 +16,13 @@ so a sensor in reschedule mode, a new process at every poke, keeps one watch acr
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, fields, replace
 from typing import Any, Protocol
 
 from airflow_provider_slurmapi.slurm.errors import JobNotFoundError, SlurmApiError
 from airflow_provider_slurmapi.slurm.job import SlurmJob, describe_transition
+from airflow_provider_slurmapi.slurm.plans import AsyncClock, Clock, Sleep
 from airflow_provider_slurmapi.slurm.retry import is_transient
 from airflow_provider_slurmapi.slurm.states import JobState, final_pending_fix
 
@@ -36,7 +37,11 @@ OUTAGE_WARNING_INTERVAL_SECONDS = 300.0
 
 
 class StepLogger(Protocol):
-    """Anything with ``info`` and ``warning``: a stdlib logger or Airflow's structlog one."""
+    """Anything with ``debug``, ``info``, ``warning`` and ``error``: a stdlib logger or Airflow's structlog one."""
+
+    def debug(self, msg: Any, /, *args: Any, **kwargs: Any) -> Any: ...
+
+    def error(self, msg: Any, /, *args: Any, **kwargs: Any) -> Any: ...
 
     def info(self, msg: Any, /, *args: Any, **kwargs: Any) -> Any: ...
 
@@ -104,34 +109,86 @@ class WatchStep:
             logger.info("%s", redact(self.progress))
 
 
+@dataclass(frozen=True, slots=True)
+class WatchSettings:
+    """How a task watches its job, the same in the worker, in each poke of a sensor and in the trigger.
+
+    Declared once, here: the field names are the documented arguments of the operators, the sensor and
+    the trigger (and the keys the trigger serializes), so one value carries them from the task to the
+    trigger unchanged, and a new field reaches all of them without another edit.
+    """
+
+    missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS
+    outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS
+    log_progress: bool = False
+    array_fail_fast: bool = False
+    pending_timeout: float | None = None
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The fields, i.e. the argument names under which operators and triggers take them."""
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def from_kwargs(cls, kwargs: Mapping[str, Any]) -> WatchSettings:
+        """The settings found in ``kwargs`` (a trigger's serialized arguments, an operator's attributes),
+        the defaults for the others."""
+        return cls(**{name: kwargs[name] for name in cls.names() if name in kwargs})
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The settings under their argument names."""
+        return {name: getattr(self, name) for name in self.names()}
+
+    def new_watch(
+        self,
+        job_id: int,
+        *,
+        clock: WallClock | None = None,
+        pending_since: float | None = None,
+        saved: object = None,
+    ) -> JobWatch:
+        """A watch of ``job_id`` with these settings, its time read from ``clock`` (the driver's, a
+        :class:`~airflow_provider_slurmapi.slurm.plans.Clock`; real time if ``None``); going on from
+        ``saved`` (a :meth:`JobWatch.snapshot` of an earlier process) when given, else fresh, its first
+        pending spell begun at ``pending_since``."""
+        times: dict[str, Any] = {} if clock is None else {"clock": clock.now, "wall_clock": clock.wall}
+        if saved is not None:
+            return JobWatch.restore(saved, job_id, self, **times)
+        return JobWatch(job_id, self, pending_since=pending_since, **times)
+
+
+class WallClock(Protocol):
+    """What a watch reads time from: a :class:`~airflow_provider_slurmapi.slurm.plans.Clock` (sync or async)."""
+
+    def now(self) -> float: ...
+
+    def wall(self) -> float: ...
+
+
 class JobWatch:
     """State kept between polls of one job."""
 
     def __init__(
         self,
         job_id: int,
+        settings: WatchSettings | None = None,
         *,
-        missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
-        outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
-        outage_warning_interval: float = OUTAGE_WARNING_INTERVAL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
-        log_progress: bool = True,
-        array_fail_fast: bool = False,
-        pending_timeout: float | None = None,
-        pending_since: float | None = None,
         wall_clock: Callable[[], float] = time.time,
+        outage_warning_interval: float = OUTAGE_WARNING_INTERVAL_SECONDS,
+        pending_since: float | None = None,
+        **overrides: Any,
     ) -> None:
+        """``settings``, with ``overrides`` (any of its fields by name) replacing some of them."""
+        settings = settings if settings is not None else WatchSettings()
+        self.settings = replace(settings, **overrides) if overrides else settings
         self.job_id = job_id
-        self.pending_timeout = pending_timeout
         self._wall_clock = wall_clock
         # When the current pending spell began (wall clock: it crosses processes), if the job pends.
         self._pending_since: float | None = pending_since
         self._requeues = 0  # requeues seen by this watch
         self._restarts: int | None = None  # Slurm's restart count, as last seen in the live queue
-        self.array_fail_fast = array_fail_fast
         self._array_cancelled = False
-        self.missing_grace_seconds = missing_grace_seconds
-        self.outage_tolerance_seconds = outage_tolerance_seconds
         self.outage_warning_interval = outage_warning_interval
         self._clock = clock
         self._last: SlurmJob | None = None
@@ -140,20 +197,23 @@ class JobWatch:
         # When the API last answered (or the watch began): an outage is counted from there.
         self._answered_at: float = clock()
         self._outage_warned_at: float | None = None
-        self.log_progress = log_progress
         self._last_progress: str | None = None
 
     @property
     def last(self) -> SlurmJob | None:
         return self._last
 
+    def wall(self) -> float:
+        """The watch's wall clock (seconds since the epoch): what crosses processes."""
+        return self._wall_clock()
+
     @property
     def pending_deadline(self) -> float | None:
         """When (wall clock) the current pending spell passes ``pending_timeout``; ``None`` if it cannot."""
         pending = self._last is not None and self._last.state is JobState.PENDING
-        if self.pending_timeout is None or self._pending_since is None or not pending:
+        if self.settings.pending_timeout is None or self._pending_since is None or not pending:
             return None
-        return self._pending_since + self.pending_timeout
+        return self._pending_since + self.settings.pending_timeout
 
     @property
     def requeues(self) -> int:
@@ -169,11 +229,11 @@ class JobWatch:
             if self._missing_since is None:
                 self._missing_since = now
             waited = now - self._missing_since
-            if waited > self.missing_grace_seconds:
+            if waited > self.settings.missing_grace_seconds:
                 raise JobNotFoundError(
                     self.job_id,
                     f"Slurm job {self.job_id} has been in neither the live queue nor the accounting history "
-                    f"for {waited:.0f}s (grace {self.missing_grace_seconds:.0f}s). Check the job id and the "
+                    f"for {waited:.0f}s (grace {self.settings.missing_grace_seconds:.0f}s). Check the job id and the "
                     "cluster, and that slurmdbd records jobs (AccountingStorageType=accounting_storage/slurmdbd).",
                 )
             message = recovered
@@ -181,7 +241,7 @@ class JobWatch:
                 message = _join(
                     recovered,
                     f"Slurm job {self.job_id} is in neither the live queue nor the history yet; "
-                    f"looking again for up to {self.missing_grace_seconds:.0f}s.",
+                    f"looking again for up to {self.settings.missing_grace_seconds:.0f}s.",
                 )
             return WatchStep(job=None, message=message, finished=False)
         if self._earlier_run(job):
@@ -269,13 +329,13 @@ class JobWatch:
         if self._pending_since is None or requeued:
             self._pending_since = now  # a new pending spell: the first seen, or after a requeue
         waited = now - self._pending_since
-        if self.pending_timeout is not None and waited > self.pending_timeout:
-            return PendingTimeoutError(job.job_id, waited, self.pending_timeout, job.reason)
+        if self.settings.pending_timeout is not None and waited >= self.settings.pending_timeout:
+            return PendingTimeoutError(job.job_id, waited, self.settings.pending_timeout, job.reason)
         return None
 
     def _fail_fast(self, job: SlurmJob) -> str | None:
         """With ``array_fail_fast``, at the first failed task of a running array: why its rest is cancelled."""
-        if not self.array_fail_fast or self._array_cancelled or job.array is None or job.is_finished:
+        if not self.settings.array_fail_fast or self._array_cancelled or job.array is None or job.is_finished:
             return None
         failed = job.array.failed
         if not failed:
@@ -285,7 +345,7 @@ class JobWatch:
 
     def _new_progress(self, job: SlurmJob) -> str | None:
         """Each new progress message once: ``Slurm job 4242: epoch 3/10 loss=0.12``."""
-        progress = job.progress if self.log_progress else None
+        progress = job.progress if self.settings.log_progress else None
         if not progress or progress == self._last_progress:
             return None
         self._last_progress = progress
@@ -303,11 +363,12 @@ class JobWatch:
             raise error
         now = self._clock()
         down = now - self._answered_at
-        if down > self.outage_tolerance_seconds:
+        if down > self.settings.outage_tolerance_seconds:
             raise WatchOutageError(
                 self.job_id,
                 f"The Slurm Job API has not answered for {down:.0f}s (outage_tolerance_seconds="
-                f"{self.outage_tolerance_seconds:.0f}) while watching Slurm job {self.job_id}; last error: {error}. "
+                f"{self.settings.outage_tolerance_seconds:.0f}) while watching Slurm job {self.job_id}; "
+                f"last error: {error}. "
                 f"The job was not cancelled and may still be running: a retry of this task reattaches to "
                 f"Slurm job {self.job_id}.",
             ) from error
@@ -316,7 +377,7 @@ class JobWatch:
             self._outage_warned_at = now
             message = (
                 f"The Slurm Job API has not answered for {down:.0f}s while watching Slurm job {self.job_id} "
-                f"({error}); the job runs on, still waiting for up to {self.outage_tolerance_seconds:.0f}s "
+                f"({error}); the job runs on, still waiting for up to {self.settings.outage_tolerance_seconds:.0f}s "
                 "of outage."
             )
         return WatchStep(job=None, message=message, finished=False, warning=True)
@@ -333,7 +394,7 @@ class JobWatch:
         now = self._clock()
         return {
             "job_id": self.job_id,
-            "saved_at": time.time(),
+            "saved_at": self._wall_clock(),
             "last": self._last.to_dict() if self._last is not None else None,
             "missing_for": None if self._missing_since is None else now - self._missing_since,
             "unanswered_for": now - self._answered_at,
@@ -351,33 +412,23 @@ class JobWatch:
         cls,
         saved: object,
         job_id: int,
+        settings: WatchSettings | None = None,
         *,
-        missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
-        outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
-        log_progress: bool = True,
-        array_fail_fast: bool = False,
-        pending_timeout: float | None = None,
+        wall_clock: Callable[[], float] = time.time,
+        **overrides: Any,
     ) -> JobWatch:
         """A watch that goes on from ``saved``; a fresh one if ``saved`` is missing, of another job or unreadable."""
 
         def fresh() -> JobWatch:
-            return cls(
-                job_id,
-                missing_grace_seconds=missing_grace_seconds,
-                outage_tolerance_seconds=outage_tolerance_seconds,
-                clock=clock,
-                log_progress=log_progress,
-                array_fail_fast=array_fail_fast,
-                pending_timeout=pending_timeout,
-            )
+            return cls(job_id, settings, clock=clock, wall_clock=wall_clock, **overrides)
 
         watch = fresh()
         if not isinstance(saved, Mapping) or saved.get("job_id") != job_id:
             return watch
         try:
             now = clock()
-            since_saved = max(0.0, time.time() - float(saved["saved_at"]))
+            since_saved = max(0.0, wall_clock() - float(saved["saved_at"]))
 
             def instant(age_key: str) -> float | None:
                 age = saved.get(age_key)
@@ -403,30 +454,303 @@ class JobWatch:
         return watch
 
 
-@dataclass(frozen=True, slots=True)
-class WatchSettings:
-    """How a task watches its job, the same in the worker, in each poke of a sensor and in the trigger.
+# -- the watch as a plan: what to do between looks, carried out by a sync or an async driver ---------
 
-    The field names are the documented arguments of the operators, the sensor and the trigger (and the
-    keys the trigger serializes), so one value carries them from the task to the trigger unchanged.
+
+@dataclass(frozen=True, slots=True)
+class Poll:
+    """Look at the job: sent the job (``None``: in neither queue nor history), or thrown the
+    :class:`SlurmApiError` of a look that got no answer.
+
+    A sync driver looks now (the plan has slept before). A driver whose looks come from a shared poller
+    (the trigger) waits for the poller's next answer, for at most ``within`` seconds (``None``: no
+    limit), then sends :data:`NO_ANSWER` instead.
     """
 
-    missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS
-    outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS
-    log_progress: bool = True
-    array_fail_fast: bool = False
-    pending_timeout: float | None = None
+    job_id: int
+    within: float | None = None
 
-    def as_kwargs(self) -> dict[str, Any]:
-        """The settings under their argument names."""
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
-    def new_watch(self, job_id: int, *, pending_since: float | None = None, saved: object = None) -> JobWatch:
-        """A watch of ``job_id`` with these settings; going on from ``saved`` (a :meth:`JobWatch.snapshot`
-        of an earlier process) when given, else fresh, its first pending spell begun at ``pending_since``."""
-        if saved is not None:
-            return JobWatch.restore(saved, job_id, **self.as_kwargs())
-        return JobWatch(job_id, pending_since=pending_since, **self.as_kwargs())
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """Cancel the job; sent the cancel's outcome to log, or ``None`` when the driver logged it itself."""
+
+    job_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class SweepCopies:
+    """Cancel the late copies of a resent submit (jobs carrying ``marker`` newer than ``keep_job_id``)."""
+
+    marker: str
+    keep_job_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Say:
+    """One log line at ``level`` (``debug``, ``info``, ``warning``, ``error``); ``redact``: it quotes
+    what the job wrote, so the driver masks secrets in it."""
+
+    text: str
+    level: str = "info"
+    redact: bool = False
+
+
+class NoAnswer:
+    """The type of :data:`NO_ANSWER`."""
+
+    def __repr__(self) -> str:
+        return "NO_ANSWER"
+
+
+NO_ANSWER = NoAnswer()
+"""Sent for a :class:`Poll` whose ``within`` passed before the poller answered."""
+
+WatchEffect = Poll | Cancel | SweepCopies | Say | Sleep
+WatchPlan = Generator[WatchEffect, Any, "WatchEnd"]
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEnd:
+    """Where a watch plan stopped: the job is over, the wait was given up, the deadline passed, or the
+    driver asked for a pause (to defer, or at the end of a poke)."""
+
+    step: WatchStep | None
+    # The job can never start or pended too long: it was cancelled (with cancel_on_kill); raise this.
+    gave_up: SlurmApiError | None = None
+    # The deadline passed: what happened to the job (cancelled or left running), already logged.
+    timed_out: str | None = None
+    # The last look got no answer (an outage the watch still rides out).
+    outage: SlurmApiError | None = None
+
+    @property
+    def job(self) -> SlurmJob | None:
+        return self.step.job if self.step is not None else None
+
+    @property
+    def finished(self) -> bool:
+        return self.step is not None and self.step.finished and self.step.job is not None
+
+
+def watch_plan(
+    watch: JobWatch,
+    *,
+    interval: float,
+    cancel_on_kill: bool,
+    paced_by_poller: bool = False,
+    copies_of: str | None = None,
+    deadline: float | None = None,
+    pause: Callable[[WatchStep, SlurmApiError | None], bool] | None = None,
+    quiet_first: bool = False,
+    log_outage: bool = True,
+) -> WatchPlan:
+    """Watch ``watch.job_id`` until it is over: the one loop of the worker, the sensor and the trigger.
+
+    Each look is judged by ``watch`` and logged; a failed task of an array with ``array_fail_fast``
+    cancels the array (once); after a resent submit (``copies_of``) its late copies are swept each
+    interval; a job that can never start, or pends beyond ``pending_timeout``, is cancelled (with
+    ``cancel_on_kill``) and the wait given up; at ``deadline`` (wall clock, the task's timeout) the job
+    is cancelled (with ``cancel_on_kill``) and the wait ends.
+
+    ``interval``: the plan sleeps this long between looks, unless ``paced_by_poller``: then the driver's
+    :class:`Poll` waits for the next answer itself (the trigger's shared poller paces it), and the plan
+    only bounds that wait by its deadlines and, after a resent submit, by ``interval`` (the sweeps).
+    ``pause(step, outage)``: hand back
+    to the driver after this look (to defer, or at the end of a sensor's poke). ``quiet_first``: the first
+    look's unchanged, unfinished state goes to debug. ``log_outage``: log a look without an answer (a
+    poke that keeps no watch says it its own way).
+    """
+    job_id = watch.job_id
+    first = True
+    while True:
+        if not first and not paced_by_poller:
+            yield Sleep(_until_next(watch, interval, deadline))
+        quiet, first = first and quiet_first, False
+        outage: SlurmApiError | None = None
+        try:
+            within = _within(watch, deadline, copies_of, interval) if paced_by_poller else None
+            answer = yield Poll(job_id, within)
+        except SlurmApiError as exc:
+            step = watch.observe_error(exc)  # raises on a permanent error, or beyond the outage tolerance
+            outage = exc
+        else:
+            if answer is NO_ANSWER:
+                if deadline is not None and watch.wall() >= deadline:
+                    return (yield from _deadline_passed(watch, cancel_on_kill))
+                if not _pending_deadline_passed(watch):
+                    if copies_of:
+                        yield from _sweep(copies_of, job_id)
+                    continue
+                answer = watch.last  # the pending timeout: judge the last view again
+            step = watch.observe(answer)
+        if outage is not None and not log_outage:
+            pass
+        elif quiet and not step.finished and not step.warning:
+            if step.message:
+                yield Say(step.message, "debug")
+            if step.progress:
+                yield Say(step.progress, redact=True)
+        else:
+            yield from _said(step)
+        if step.cancel_array:
+            yield from _cancel(job_id, "array_fail_fast: a task of the array failed")
+        if copies_of and not step.finished:
+            yield from _sweep(copies_of, job_id)
+        if step.give_up is not None:
+            if cancel_on_kill:
+                yield from _cancel(job_id, f"{type(step.give_up).__name__}")
+            return WatchEnd(step, gave_up=step.give_up)
+        if step.finished and step.job is not None:
+            return WatchEnd(step)
+        if deadline is not None and watch.wall() >= deadline:  # answers kept coming up to the deadline
+            return (yield from _deadline_passed(watch, cancel_on_kill))
+        if pause is not None and pause(step, outage):
+            return WatchEnd(step, outage=outage)
+
+
+def _said(step: WatchStep) -> Generator[WatchEffect, Any, None]:
+    if step.message:
+        yield Say(step.message, "warning" if step.warning else "info")
+    if step.progress:
+        yield Say(step.progress, redact=True)
+
+
+def _cancel(job_id: int, why: str) -> Generator[WatchEffect, Any, None]:
+    yield Say(f"Cancelling Slurm job {job_id}: {why}.")
+    outcome = yield Cancel(job_id)
+    if outcome is not None:
+        yield Say(f"Slurm job {job_id}: cancel answered {getattr(outcome, 'value', outcome)}.")
+
+
+def _sweep(marker: str, job_id: int) -> Generator[WatchEffect, Any, None]:
+    try:
+        yield SweepCopies(marker, job_id)
+    except SlurmApiError as exc:
+        yield Say(f"Could not look for late copies of Slurm job {job_id}: {exc}", "warning")
+
+
+def _deadline_passed(watch: JobWatch, cancel_on_kill: bool) -> Generator[WatchEffect, Any, WatchEnd]:
+    """The task's timeout passed: cancel the job here (with ``cancel_on_kill``) and say so."""
+    job_id = watch.job_id
+    if cancel_on_kill:
+        yield from _cancel(job_id, "the task's timeout has passed")
+        message = f"Slurm job {job_id}: the task's timeout passed; the job was cancelled."
+    else:
+        message = f"Slurm job {job_id}: the task's timeout passed; the job was left running (cancel_on_kill=False)."
+    yield Say(message, "error")
+    last = watch.last
+    return WatchEnd(None if last is None else WatchStep(job=last, message=None, finished=False), timed_out=message)
+
+
+def _pending_deadline_passed(watch: JobWatch) -> bool:
+    pending = watch.pending_deadline
+    return pending is not None and watch.wall() >= pending
+
+
+def _within(watch: JobWatch, deadline: float | None, copies_of: str | None, interval: float | None) -> float | None:
+    """Seconds until the plan must act without an answer: a deadline, the pending timeout, or a sweep."""
+    now = watch.wall()
+    waits = [d - now for d in (deadline, watch.pending_deadline) if d is not None]
+    if copies_of and interval is not None:
+        waits.append(interval)
+    return max(0.0, min(waits)) if waits else None
+
+
+def _until_next(watch: JobWatch, interval: float, deadline: float | None) -> float:
+    """The sleep before the next look: the interval, or less when a deadline comes first."""
+    within = _within(watch, deadline, None, None)
+    return interval if within is None or within <= 0 else min(interval, within)
+
+
+class WatchPort(Protocol):
+    """What a sync driver looks and cancels through: the sync hook."""
+
+    def get_job(self, job_id: int) -> SlurmJob | None: ...
+
+    def cancel_job(self, job_id: int) -> Any: ...
+
+    def cancel_later_copies(self, marker: str, keep_job_id: int) -> Any: ...
+
+
+class AsyncWatchPort(Protocol):
+    """What an async driver looks and cancels through: the trigger's subscription to its cluster's poller."""
+
+    async def poll(self, job_id: int, within: float | None) -> SlurmJob | NoAnswer | None: ...
+
+    async def cancel_job(self, job_id: int) -> Any: ...
+
+    async def cancel_later_copies(self, marker: str, keep_job_id: int) -> Any: ...
+
+
+class _Stepping:
+    """The stepping both drivers share: the next effect, fed its reply or the error it ended in."""
+
+    def __init__(self, plan: WatchPlan) -> None:
+        self._plan = plan
+        self.effect: WatchEffect | None = None
+        self.end: WatchEnd | None = None
+        self.feed(None)
+
+    def feed(self, reply: Any) -> None:
+        """The reply to :attr:`effect` (a :class:`SlurmApiError`: thrown in); :attr:`effect` ``None``: done."""
+        try:
+            self.effect = self._plan.throw(reply) if isinstance(reply, SlurmApiError) else self._plan.send(reply)
+        except StopIteration as stop:
+            self.effect, self.end = None, stop.value
+
+
+def run_watch(
+    plan: WatchPlan, port: WatchPort, clock: Clock, logger: StepLogger, redact: Callable[[str], str] = str
+) -> WatchEnd:
+    """Carry out a watch plan with the sync hook and a blocking clock (the worker, the sensor)."""
+    run = _Stepping(plan)
+    while (effect := run.effect) is not None:
+        reply: Any = None
+        try:
+            if isinstance(effect, Poll):
+                reply = port.get_job(effect.job_id)
+            elif isinstance(effect, Sleep):
+                clock.sleep(effect.seconds)
+            elif isinstance(effect, Say):
+                _log(logger, effect, redact)
+            elif isinstance(effect, Cancel):
+                reply = port.cancel_job(effect.job_id)
+            else:
+                port.cancel_later_copies(effect.marker, effect.keep_job_id)
+        except SlurmApiError as exc:
+            reply = exc
+        run.feed(reply)
+    assert run.end is not None
+    return run.end
+
+
+async def arun_watch(
+    plan: WatchPlan, port: AsyncWatchPort, clock: AsyncClock, logger: StepLogger, redact: Callable[[str], str] = str
+) -> WatchEnd:
+    """:func:`run_watch` with an awaitable port and clock (the trigger)."""
+    run = _Stepping(plan)
+    while (effect := run.effect) is not None:
+        reply: Any = None
+        try:
+            if isinstance(effect, Poll):
+                reply = await port.poll(effect.job_id, effect.within)
+            elif isinstance(effect, Sleep):
+                await clock.sleep(effect.seconds)
+            elif isinstance(effect, Say):
+                _log(logger, effect, redact)
+            elif isinstance(effect, Cancel):
+                reply = await port.cancel_job(effect.job_id)
+            else:
+                await port.cancel_later_copies(effect.marker, effect.keep_job_id)
+        except SlurmApiError as exc:
+            reply = exc
+        run.feed(reply)
+    assert run.end is not None
+    return run.end
+
+
+def _log(logger: StepLogger, say: Say, redact: Callable[[str], str]) -> None:
+    getattr(logger, say.level)("%s", redact(say.text) if say.redact else say.text)
 
 
 def _join(first: str | None, second: str | None) -> str | None:
@@ -436,10 +760,24 @@ def _join(first: str | None, second: str | None) -> str | None:
 __all__ = [
     "DEFAULT_MISSING_GRACE_SECONDS",
     "DEFAULT_OUTAGE_TOLERANCE_SECONDS",
+    "NO_ANSWER",
+    "AsyncWatchPort",
+    "Cancel",
     "JobNeverStartsError",
     "JobWatch",
+    "NoAnswer",
     "PendingTimeoutError",
+    "Poll",
+    "Say",
+    "SweepCopies",
+    "WallClock",
+    "WatchEnd",
     "WatchOutageError",
+    "WatchPlan",
+    "WatchPort",
     "WatchSettings",
     "WatchStep",
+    "arun_watch",
+    "run_watch",
+    "watch_plan",
 ]

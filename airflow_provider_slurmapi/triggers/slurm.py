@@ -16,23 +16,19 @@ Cancels go through the cluster's shared poller (one session, one token, concurre
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS, redact_text
-from airflow_provider_slurmapi.slurm.cluster import ClusterRef, cluster_ref
+from airflow_provider_slurmapi.slurm.cluster import CLUSTER_ARG_NAMES, ClusterRef, cluster_ref
 from airflow_provider_slurmapi.slurm.errors import SlurmApiError, is_permanent
 from airflow_provider_slurmapi.slurm.job import SlurmJob
+from airflow_provider_slurmapi.slurm.plans import LoopClock
 from airflow_provider_slurmapi.slurm.validation import check_job_id
-from airflow_provider_slurmapi.slurm.watch import (
-    DEFAULT_MISSING_GRACE_SECONDS,
-    DEFAULT_OUTAGE_TOLERANCE_SECONDS,
-    WatchSettings,
-)
+from airflow_provider_slurmapi.slurm.watch import NO_ANSWER, NoAnswer, WatchSettings, arun_watch, watch_plan
 from airflow_provider_slurmapi.triggers.event import JobErrorEvent, JobFinishedEvent, JobTimeoutEvent
 from airflow_provider_slurmapi.triggers.poller import Subscription, cancel_job, cancel_later_copies, subscribe
 
@@ -91,50 +87,40 @@ class SlurmJobTrigger(BaseTrigger):
         impersonation_chain: str | Sequence[str] | None = None,
         api_endpoint: str | None = None,
         cancel_on_kill: bool = True,
-        missing_grace_seconds: float = DEFAULT_MISSING_GRACE_SECONDS,
-        outage_tolerance_seconds: float = DEFAULT_OUTAGE_TOLERANCE_SECONDS,
+        *,
         deadline: float | None = None,
         last_seen: Mapping[str, Any] | None = None,
-        log_progress: bool = False,
-        array_fail_fast: bool = False,
-        pending_timeout: float | None = None,
         pending_since: float | None = None,
-        *,
         cluster: ClusterRef | None = None,
+        watch: WatchSettings | None = None,
         cancel_copies_of: str | None = None,
+        **arguments: Any,
     ) -> None:
+        """The cluster arguments (``ClusterArgs``) keep their documented positions; ``arguments``: the
+        watch settings (``WatchSettings``) each under its own name, as the releases before ``watch`` stored them."""
+        given = locals()  # the cluster arguments above, read by their declared names
         super().__init__()
         # A trigger is rebuilt from its serialized kwargs in the triggerer: they are checked here too.
-        self.cluster = cluster_ref(
-            cluster,
-            region=region,
-            cluster_id=cluster_id,
-            project_id=project_id,
-            gcp_conn_id=gcp_conn_id,
-            api_version=api_version,
-            impersonation_chain=impersonation_chain,
-            api_endpoint=api_endpoint,
-        )
+        self.cluster = cluster_ref(cluster, **{name: given[name] for name in CLUSTER_ARG_NAMES})
+        settings = {name: arguments.pop(name) for name in WatchSettings.names() if name in arguments}
+        if arguments:
+            raise TypeError(f"SlurmJobTrigger got unexpected arguments: {', '.join(sorted(arguments))}.")
+        self.watch_settings = replace(watch, **settings) if watch is not None else WatchSettings(**settings)
         self.job_id = check_job_id(job_id)
         self.poll_interval = float(poll_interval)
         self.cancel_on_kill = cancel_on_kill
-        self.watch_settings = WatchSettings(
-            missing_grace_seconds=float(missing_grace_seconds),
-            outage_tolerance_seconds=float(outage_tolerance_seconds),
-            log_progress=bool(log_progress),
-            array_fail_fast=bool(array_fail_fast),
-            pending_timeout=None if pending_timeout is None else float(pending_timeout),
-        )
         self.deadline = None if deadline is None else float(deadline)
         self.last_seen = dict(last_seen) if last_seen else None
         self.cancel_copies_of = str(cancel_copies_of) if cancel_copies_of else None
         self.pending_since = None if pending_since is None else float(pending_since)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        """The documented arguments, under the keys every release stored: a deferred task resumes after an upgrade."""
-        watch = self.watch_settings.as_kwargs()
-        if watch["pending_timeout"] is None:  # a trigger without it serializes as the releases before it did
-            del watch["pending_timeout"]
+        """The documented arguments, under the keys every release stored: a deferred task resumes after an upgrade.
+
+        The watch settings are stored whole, each field under its own name (as the releases before
+        stored them); a field left at ``None`` is left out, as releases without it stored nothing.
+        """
+        watch = {name: value for name, value in self.watch_settings.as_kwargs().items() if value is not None}
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
             {
@@ -173,109 +159,61 @@ class SlurmJobTrigger(BaseTrigger):
         yield event
 
     async def _wait_for_event(self) -> TriggerEvent:
-        """Follow the job through the cluster's shared poller until it is over or cannot be watched."""
-        watch = self.watch_settings.new_watch(self.job_id, pending_since=self.pending_since)
+        """Drive the watch plan through the cluster's shared poller until the job is over or cannot be watched."""
+        clock = LoopClock()
+        watch = self.watch_settings.new_watch(self.job_id, clock=clock, pending_since=self.pending_since)
         seen = SlurmJob.from_dict(self.last_seen) if self.last_seen else None
         if seen is not None:  # the operator logged this state already: the first line is the change from it
             watch.observe(seen)
-        async with (
-            subscribe(
-                self.poller_key,
-                self.job_id,
-                self.poll_interval,
-                seen,
-                progress=self.watch_settings.log_progress,
-                pending=True,
-            ) as subscription,
-            self._late_copies_cancelled(),
-        ):
-            while True:
-                try:
-                    try:
-                        job = await self._next_before_deadline(subscription, watch.pending_deadline)
-                    except TimeoutError:
-                        if self.deadline is not None and time.time() >= self.deadline:
-                            return await self._deadline_event(watch.last)
-                        step = watch.observe(watch.last)  # the pending timeout: judge the last view again
-                    except SlurmApiError as exc:
-                        step = watch.observe_error(exc)
-                    else:
-                        step = watch.observe(job)
-                except SlurmApiError as exc:
-                    error = JobErrorEvent(
-                        status="error", job_id=self.job_id, message=str(exc), permanent=is_permanent(exc)
-                    )
-                    return TriggerEvent(error)
-                step.log_to(self.log, redact_text)
-                if step.cancel_array:
-                    await self._cancel_job("array_fail_fast: a task of the array failed")
-                if step.give_up is not None:
-                    if self.cancel_on_kill:
-                        await self._cancel_job(str(step.give_up))
-                    error = JobErrorEvent(
-                        status="error",
-                        job_id=self.job_id,
-                        message=str(step.give_up),
-                        permanent=is_permanent(step.give_up),
-                    )
-                    return TriggerEvent(error)
-                if step.finished and step.job is not None:
-                    job = step.job
-                    finished = JobFinishedEvent(
-                        status="success" if job.succeeded else "failed",
-                        job_id=self.job_id,
-                        message=f"Slurm job {job.job_id}: {job.describe()}" if job.succeeded else job.failure_message(),
-                        job=job.to_dict(),
-                    )
-                    return TriggerEvent(finished)
+        plan = watch_plan(
+            watch,
+            interval=self.poll_interval,
+            paced_by_poller=True,
+            cancel_on_kill=self.cancel_on_kill,
+            copies_of=self.cancel_copies_of,
+            deadline=self.deadline,
+        )
+        async with subscribe(
+            self.poller_key,
+            self.job_id,
+            self.poll_interval,
+            seen,
+            progress=self.watch_settings.log_progress,
+            pending=True,
+        ) as subscription:
+            try:
+                end = await arun_watch(plan, _PollerPort(self, subscription), clock, self.log, redact_text)
+            except SlurmApiError as exc:
+                return self._error(exc)
+        if end.gave_up is not None:
+            return self._error(end.gave_up)
+        job = end.job
+        if end.timed_out is not None:
+            timeout = JobTimeoutEvent(
+                status="timeout",
+                job_id=self.job_id,
+                message=end.timed_out,
+                job=job.to_dict() if job is not None else None,
+            )
+            return TriggerEvent(timeout)
+        assert job is not None and end.finished
+        finished = JobFinishedEvent(
+            status="success" if job.succeeded else "failed",
+            job_id=self.job_id,
+            message=f"Slurm job {job.job_id}: {job.describe()}" if job.succeeded else job.failure_message(),
+            job=job.to_dict(),
+        )
+        return TriggerEvent(finished)
 
-    @contextlib.asynccontextmanager
-    async def _late_copies_cancelled(self) -> AsyncIterator[None]:
-        """After a resent submit, while the job is watched: every poll interval, cancel its late copies."""
-        tag = self.cancel_copies_of
-        if not tag:
-            yield
-            return
-
-        async def sweep() -> None:
-            while True:
-                await cancel_later_copies(self.poller_key, tag, self.job_id, self.log)
-                await asyncio.sleep(self.poll_interval)
-
-        task = asyncio.get_running_loop().create_task(sweep(), name=f"slurm-copies-of-{self.job_id}")
-        try:
-            yield
-        finally:
-            task.cancel()
+    def _error(self, error: SlurmApiError) -> TriggerEvent:
+        """The job could not be watched, or its wait was given up: an ``error`` event, permanent or not."""
+        event = JobErrorEvent(status="error", job_id=self.job_id, message=str(error), permanent=is_permanent(error))
+        return TriggerEvent(event)
 
     async def _cancel_if_killed(self) -> None:
         """Before Airflow 3.3: cancel if the task instance is no longer DEFERRED (a user killed it)."""
         if await self.safe_to_cancel():
             await self._cancel_job("the deferred task was killed")
-
-    async def _next_before_deadline(
-        self, subscription: Subscription, pending_deadline: float | None = None
-    ) -> SlurmJob | None:
-        """The next observation; ``TimeoutError`` once the deadline (or the pending deadline) has passed."""
-        deadlines = [d for d in (self.deadline, pending_deadline) if d is not None]
-        if not deadlines:
-            return await subscription.next()
-        async with asyncio.timeout_at(asyncio.get_running_loop().time() + min(deadlines) - time.time()):
-            return await subscription.next()
-
-    async def _deadline_event(self, last: SlurmJob | None) -> TriggerEvent:
-        """The wait timed out: cancel the job here (no worker slot needed) and say so."""
-        waited = "the task's timeout"
-        if self.cancel_on_kill:
-            await self._cancel_job(f"{waited} has passed")
-            message = f"Slurm job {self.job_id}: {waited} passed; the job was cancelled."
-        else:
-            message = f"Slurm job {self.job_id}: {waited} passed; the job was left running (cancel_on_kill=False)."
-        self.log.error("%s", message)
-        timeout = JobTimeoutEvent(
-            status="timeout", job_id=self.job_id, message=message, job=last.to_dict() if last is not None else None
-        )
-        return TriggerEvent(timeout)
 
     async def on_kill(self) -> None:
         """Airflow 3.3+: a user marked or cleared the deferred task; cancel its job."""
@@ -325,3 +263,28 @@ class SlurmJobTrigger(BaseTrigger):
             self.log.warning("Could not read the state of task %s (%s); not cancelling the job.", ti.task_id, exc)
             return False
         return state is not None and state != TaskInstanceState.DEFERRED
+
+
+class _PollerPort:
+    """What the trigger's watch plan looks and cancels through: its subscription to the cluster's poller."""
+
+    def __init__(self, trigger: SlurmJobTrigger, subscription: Subscription) -> None:
+        self._trigger = trigger
+        self._subscription = subscription
+
+    async def poll(self, job_id: int, within: float | None) -> SlurmJob | NoAnswer | None:
+        """The poller's next answer about the job, or ``NO_ANSWER`` once ``within`` seconds have passed."""
+        if within is None:
+            return await self._subscription.next()
+        try:
+            async with asyncio.timeout(within):
+                return await self._subscription.next()
+        except TimeoutError:
+            return NO_ANSWER
+
+    async def cancel_job(self, job_id: int) -> None:
+        """Cancel through the shared poller, which logs the outcome itself (so nothing is sent back to log)."""
+        await cancel_job(self._trigger.poller_key, job_id, self._trigger.log)
+
+    async def cancel_later_copies(self, marker: str, keep_job_id: int) -> None:
+        await cancel_later_copies(self._trigger.poller_key, marker, keep_job_id, self._trigger.log)

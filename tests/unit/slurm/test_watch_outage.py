@@ -27,7 +27,7 @@ def running_job() -> SlurmJob:
 
 def test_the_default_outage_budget_is_at_least_an_hour() -> None:
     assert DEFAULT_OUTAGE_TOLERANCE_SECONDS >= 3600
-    assert JobWatch(1).outage_tolerance_seconds == DEFAULT_OUTAGE_TOLERANCE_SECONDS
+    assert JobWatch(1).settings.outage_tolerance_seconds == DEFAULT_OUTAGE_TOLERANCE_SECONDS
 
 
 def test_an_outage_is_ridden_out_with_a_warning_every_few_minutes_then_fails_naming_the_job() -> None:
