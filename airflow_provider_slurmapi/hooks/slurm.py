@@ -43,7 +43,7 @@ from airflow_provider_slurmapi.slurm.cluster import ClusterArgs, ClusterRef, clu
 from airflow_provider_slurmapi.slurm.envelope import HttpMethod, SlurmResponse
 from airflow_provider_slurmapi.slurm.errors import SlurmApiError
 from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.plans import LoopClock, Plan, Send, SystemClock
+from airflow_provider_slurmapi.slurm.plans import Clock, LoopClock, Plan, Send, SystemClock
 from airflow_provider_slurmapi.slurm.readers import CancelOutcome, SubmitResult
 from airflow_provider_slurmapi.slurm.spec import PreparedSubmission
 from airflow_provider_slurmapi.slurm.states import JobStateInfo
@@ -302,6 +302,7 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
     default_conn_name = "google_cloud_default"
     conn_type = "google_cloud_platform"
     hook_name = "Google Cloud"
+    clock: Clock  # blocking: the operators' and sensors' waits sleep on it
 
     def __init__(
         self,
