@@ -644,6 +644,14 @@ def bench_restart(sizes: str) -> bool:
     return subprocess.run([sys.executable, str(script), "--n", sizes], check=False).returncode == 0
 
 
+# -- accounting lag ---------------------------------------------------------------------------------
+def bench_history(repeats: int) -> bool:
+    """``bench/history_lag.py`` in its own process (its table is printed as it runs)."""
+    print("\nthe emulator's accounting lag: history_delay=1 against no delay (baseline), same run")
+    script = Path(__file__).resolve().parent / "history_lag.py"
+    return subprocess.run([sys.executable, str(script), "--repeats", str(repeats)], check=False).returncode == 0
+
+
 # -- main ---------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -651,7 +659,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", help="comma list of trigger counts (default 1,100,1000,5000; quick: 1,100)")
     parser.add_argument(
         "--only",
-        choices=("fanin", "multiproc", "parse", "hook", "start", "pollcost", "lag", "progress", "arrays", "restart"),
+        choices=(
+            "fanin",
+            "multiproc",
+            "parse",
+            "hook",
+            "start",
+            "pollcost",
+            "lag",
+            "progress",
+            "arrays",
+            "restart",
+            "history",
+        ),
         action="append",
         help="run only these (repeatable)",
     )
@@ -683,7 +703,19 @@ def main(argv: list[str] | None = None) -> int:
     parse_repeats = args.parse_repeats or (2 if args.quick else 3)
     only = set(
         args.only
-        or ("fanin", "multiproc", "parse", "hook", "start", "pollcost", "lag", "progress", "arrays", "restart")
+        or (
+            "fanin",
+            "multiproc",
+            "parse",
+            "hook",
+            "start",
+            "pollcost",
+            "lag",
+            "progress",
+            "arrays",
+            "restart",
+            "history",
+        )
     )
     start_qs = [int(x) for x in (args.start_q or ("0,1000" if args.quick else "0,1000,10000")).split(",")]
     start_n = args.start_n or (50 if args.quick else 500)
@@ -729,6 +761,7 @@ def main(argv: list[str] | None = None) -> int:
         progress_ok = bench_progress("1,9" if args.quick else "1,8,9,60") if "progress" in only else None
         arrays_ok = (bench_arrays(100, 20) if args.quick else bench_arrays(1000, 100)) if "arrays" in only else None
         restart_ok = bench_restart("1,100" if args.quick else "1,100,1000") if "restart" in only else None
+        history_ok = bench_history(repeats) if "history" in only else None
 
     print("\n" + "=" * 118)
     if fanin_rows:
@@ -751,6 +784,8 @@ def main(argv: list[str] | None = None) -> int:
         goals.append(("arrays: one call per poll interval while an array runs, whatever its tasks", arrays_ok))
     if restart_ok is not None:
         goals.append(("restart: a triggerer restart reads its N first-seen jobs in <= 4 calls, whatever N", restart_ok))
+    if history_ok is not None:
+        goals.append(("history: the emulator's accounting lags by its history_delay (>= 0.9 of it)", history_ok))
     print("\nGoals:")
     for text, ok in goals:
         print(f"   {verdict(ok)}  {text}")
