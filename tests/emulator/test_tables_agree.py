@@ -17,7 +17,7 @@ put into a submitted job. These tests keep them one table in substance, as
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -95,13 +95,14 @@ def _asked_of_every_record(client: Client) -> dict[JobSource, set[str]]:
     done = client.submit_id(standard_error="err-%j.txt")
     wait_until(lambda: client.state(done) == ["COMPLETED"] and client.state(running) == ["RUNNING"])
     asked: dict[JobSource, set[str]] = {"live": set(), "history": set()}
-    readers = {"live": SlurmJob.from_live, "history": SlurmJob.from_history}
+    readers: dict[JobSource, Callable[[Any], SlurmJob]] = {"live": SlurmJob.from_live, "history": SlurmJob.from_history}
     for version in SUPPORTED_VERSIONS:
         for job_id in (held, array, running, done):
-            for source, path in (
+            places: tuple[tuple[JobSource, str], ...] = (
                 ("live", f"/slurm/{version}/job/{job_id}"),
                 ("history", f"/slurmdb/{version}/job/{job_id}"),
-            ):
+            )
+            for source, path in places:
                 answer = client.call("GET", path)
                 assert answer.slurm_status == 200 and answer.jobs, (path, answer.raw_text[:300])
                 for record in answer.jobs:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import DAGS_FOLDER, REPO, load_dag, run_dag
+from tests.waiting import wait_until
 
 
 def _worker(logical_date: datetime) -> subprocess.Popen[str]:
@@ -46,16 +47,18 @@ def _worker(logical_date: datetime) -> subprocess.Popen[str]:
 
 def _made_job(emulator: Any, worker: subprocess.Popen[str], timeout: float = 240) -> dict[str, Any]:
     """The worker's job once Slurm made it (its answer is still on its way)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def made() -> dict[str, Any] | None:
         jobs = [j for j in emulator.jobs() if j["name"] == "scenario-long"]
         if jobs:
             return jobs[-1]
         if worker.poll() is not None:
             output = worker.stdout.read() if worker.stdout else ""
             raise AssertionError(f"the worker ended ({worker.returncode}) before submitting: {output[-3000:]}")
-        time.sleep(0.1)
-    raise AssertionError(f"no job within {timeout:.0f}s: {emulator.jobs()}")
+        return None
+
+    job: dict[str, Any] = wait_until(made, "the worker's job made", timeout=timeout, every=0.1)
+    return job
 
 
 def test_sigterm_during_the_submit_lets_the_answer_arrive_and_cancels_the_job(
