@@ -652,6 +652,14 @@ def bench_calls(tasks: int) -> bool:
     return subprocess.run([sys.executable, str(script), "--tasks", str(tasks)], check=False).returncode == 0
 
 
+# -- accounting lag ---------------------------------------------------------------------------------
+def bench_history(repeats: int) -> bool:
+    """``bench/history_lag.py`` in its own process (its table is printed as it runs)."""
+    print("\nthe emulator's accounting lag: history_delay=1 against no delay (baseline), same run")
+    script = Path(__file__).resolve().parent / "history_lag.py"
+    return subprocess.run([sys.executable, str(script), "--repeats", str(repeats)], check=False).returncode == 0
+
+
 # -- main ---------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -671,6 +679,7 @@ def main(argv: list[str] | None = None) -> int:
             "arrays",
             "restart",
             "calls",
+            "history",
         ),
         action="append",
         help="run only these (repeatable)",
@@ -703,7 +712,20 @@ def main(argv: list[str] | None = None) -> int:
     parse_repeats = args.parse_repeats or (2 if args.quick else 3)
     only = set(
         args.only
-        or ("fanin", "multiproc", "parse", "hook", "start", "pollcost", "lag", "progress", "arrays", "restart", "calls")
+        or (
+            "fanin",
+            "multiproc",
+            "parse",
+            "hook",
+            "start",
+            "pollcost",
+            "lag",
+            "progress",
+            "arrays",
+            "restart",
+            "history",
+            "calls",
+        )
     )
     start_qs = [int(x) for x in (args.start_q or ("0,1000" if args.quick else "0,1000,10000")).split(",")]
     start_n = args.start_n or (50 if args.quick else 500)
@@ -750,6 +772,7 @@ def main(argv: list[str] | None = None) -> int:
         arrays_ok = (bench_arrays(100, 20) if args.quick else bench_arrays(1000, 100)) if "arrays" in only else None
         restart_ok = bench_restart("1,100" if args.quick else "1,100,1000") if "restart" in only else None
         calls_ok = bench_calls(3 if args.quick else 5) if "calls" in only else None
+        history_ok = bench_history(repeats) if "history" in only else None
 
     print("\n" + "=" * 118)
     if fanin_rows:
@@ -774,6 +797,8 @@ def main(argv: list[str] | None = None) -> int:
         goals.append(("calls: with auto, a task start costs 1 call and a resume at most the accounting read", calls_ok))
     if restart_ok is not None:
         goals.append(("restart: a triggerer restart reads its N first-seen jobs in <= 4 calls, whatever N", restart_ok))
+    if history_ok is not None:
+        goals.append(("history: the emulator's accounting lags by its history_delay (>= 0.9 of it)", history_ok))
     print("\nGoals:")
     for text, ok in goals:
         print(f"   {verdict(ok)}  {text}")

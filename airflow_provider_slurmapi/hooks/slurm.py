@@ -283,7 +283,7 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
     :param cluster_id: the training cluster's id.
     :param project_id: the cluster's project; default: the connection's project.
     :param gcp_conn_id: an Airflow Google Cloud connection.
-    :param api_version: the Slurm REST version to speak (``v0.0.40`` to ``v0.0.45``); default ``"auto"``:
+    :param api_version: the Slurm REST version to speak (one of ``slurm/api_versions.py``); default ``"auto"``:
         the newest version both this provider and the cluster speak, negotiated once per deployment and cluster
         (kept in an Airflow Variable; negotiated again if the cluster stops serving it).
     :param impersonation_chain: a service account (or chain) to impersonate.

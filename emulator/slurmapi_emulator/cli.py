@@ -18,6 +18,10 @@ from .auth import InsecureFileError
 from .config import EmulatorConfig, is_loopback
 from .faults import GRAMMAR_HELP, FaultSpecError, parse_fault
 from .server import EmulatorServer
+from .versions import DEFAULT_RELEASE, SUPPORTED_VERSIONS
+
+# The range of API versions, as the table of versions gives it (written nowhere else).
+VERSION_RANGE = f"{SUPPORTED_VERSIONS[0]} .. {SUPPORTED_VERSIONS[-1]}"
 
 DESCRIPTION = """\
 A local stand-in of the Slurm Job API (POST ...:callSlurmRestApi): a one-node Slurm whose jobs run
@@ -34,7 +38,7 @@ Point an Airflow Google Cloud connection at it
          --conn-extra '{{"key_path": "/tmp/emu-sa.json", "project": "demo-project",
                         "api_endpoint": "http://127.0.0.1:8080"}}'
   3. in the DAG use gcp_conn_id="slurm_emu", any region and cluster id (restrict them with
-     --cluster), partition "debug" (or one of --partitions), api_version v0.0.40 .. v0.0.45
+     --cluster), partition "debug" (or one of --partitions), api_version {VERSION_RANGE}
      (--slurm-release narrows them).
   Google's token requests go to the emulator (the key's token_uri), so nothing leaves the machine.
   Quick curl test with a static token:
@@ -229,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--slurm-release",
         metavar="R",
         help="the Slurm release to act as, e.g. 24.11 or 26.05: the API versions it serves and the release "
-        "in each answer's meta (default: every version v0.0.40-v0.0.45, as 24.11.5)",
+        f"in each answer's meta (default: every version {VERSION_RANGE}, as {DEFAULT_RELEASE})",
     )
     s.add_argument(
         "--meta-client-user",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 from airflow_provider_slurmapi._compat import AIRFLOW_V_3_3_PLUS
 from tests.conftest import load_dag, run_dag
 from tests.dag_runs.test_watchers import submit
+from tests.waiting import wait_until
 
 
 @pytest.fixture
@@ -36,8 +36,13 @@ def release_after_polls(emulator: Any, polls: int) -> Iterator[None]:
     stop = threading.Event()
 
     def release() -> None:
-        while not stop.is_set() and emulator.calls()["by_kind"].get("job-get", 0) < polls:
-            time.sleep(0.1)
+        wait_until(
+            lambda: stop.is_set() or emulator.calls()["by_kind"].get("job-get", 0) >= polls,
+            f"{polls} reads of the job",
+            timeout=600,
+            every=0.1,
+            give_up=True,  # the DAG run says what went wrong
+        )
         (Path(emulator.config.workdir) / "release").touch()
 
     thread = threading.Thread(target=release, daemon=True)

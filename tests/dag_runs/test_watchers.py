@@ -8,6 +8,7 @@ import pytest
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
 from tests.conftest import CLUSTER, DAGS_FOLDER, load_dag, point_airflow_at, run_dag
+from tests.waiting import wait_until
 
 
 def submit(emulator: Any, script: str) -> int:
@@ -70,11 +71,10 @@ def test_sensor_on_a_job_already_in_history(airflow_db: Any, gcp_connection: Any
     job_id = submit(gcp_connection, "#!/bin/bash\necho quick\n")
     gcp_connection.wait_for_state(job_id, ["COMPLETED"], timeout=20)
     hook = SlurmApiHook(**CLUSTER)
-    import time
 
-    deadline = time.monotonic() + 20
-    while hook.get_live_job(job_id) is not None and time.monotonic() < deadline:
-        time.sleep(0.3)
+    wait_until(
+        lambda: hook.get_live_job(job_id) is None, "the job left the live queue", timeout=20, every=0.3, give_up=True
+    )
     monkeypatch.setenv("SLURMAPI_WATCH_JOB_ID", str(job_id))
     monkeypatch.setenv("SLURMAPI_DEFERRABLE", "true")
     assert run_dag(load_dag("slurm_watchers.py", "sensor"))[0] == "success"

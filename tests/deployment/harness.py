@@ -34,6 +34,8 @@ from typing import Any
 
 import requests
 
+from tests.waiting import wait_until
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 DAG_FILES = HERE / "dag_files"
@@ -64,14 +66,8 @@ def free_port() -> int:
 
 
 def wait_for(predicate: Callable[[], Any], what: str, timeout: float = WAIT, every: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not reached within {timeout:.0f}s")
-        time.sleep(every)
+    """The tests' one wait (``tests/waiting.py``), with the deployment's timeout and cadence."""
+    return wait_until(predicate, what, timeout=timeout, every=every)
 
 
 def postgres_bin() -> Path:

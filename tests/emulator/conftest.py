@@ -6,7 +6,6 @@ Every test talks real HTTP to a real emulator started by `run_emulator`; nothing
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,8 @@ from typing import Any
 import pytest
 import requests
 from slurmapi_emulator import EmulatorConfig, EmulatorHandle, run_emulator
+
+from tests.waiting import wait_until as wait_until  # the one wait, as the emulator tests name it
 
 TOKEN = "test-token"
 V = "v0.0.42"
@@ -114,18 +115,6 @@ def job_desc(cwd: str, **fields: Any) -> dict[str, Any]:
     }
     desc.update(fields)
     return desc
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05) -> Any:
-    """Poll until predicate() is truthy; returns its value or fails the test."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout}s")
-        time.sleep(interval)
 
 
 @pytest.fixture

@@ -46,7 +46,7 @@ def test_array_runs_every_task_within_its_throttle(
                 assert r["state_reason"] == "JobArrayTaskLimit" and str(r["array_task_string"]).endswith("%2")
         return len(records) == 4 and all(r["job_state"][0] in ("COMPLETED", "FAILED") for r in records)  # type: ignore[index]
 
-    wait_until(all_done, timeout=30, interval=0.1)
+    wait_until(all_done, timeout=30, every=0.1)
     assert most_running <= 2
     records = {_n(r["array_task_id"]): r for r in _records(client, array_id)}  # type: ignore[arg-type]
     assert sorted(records) == [0, 1, 2, 3]  # type: ignore[type-var]

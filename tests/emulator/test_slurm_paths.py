@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from slurmapi_emulator import EmulatorHandle
+from slurmapi_emulator.versions import SUPPORTED_VERSIONS
 
 from .conftest import Client, V, job_desc, wait_until
 
@@ -329,7 +330,7 @@ def test_jobs_state_repeated_ids_absent_ids_and_all(client: Client, emu: Emulato
 
 
 def test_ping_and_versions(client: Client) -> None:
-    for version in ("v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"):
+    for version in SUPPORTED_VERSIONS:
         answer = client.call("GET", f"/slurm/{version}/ping")
         assert answer.slurm_status == 200, version
         assert answer.body["meta"]["plugin"]["data_parser"] == f"data_parser/{version}"

@@ -18,6 +18,8 @@ from typing import Any
 
 import requests
 
+from tests.waiting import wait_until
+
 REPO = Path(__file__).resolve().parents[2]
 LAB_SCRIPT = REPO / "scripts" / "slurm-lab"
 # The Slurm release of the lab (scripts/slurm-lab's SLURM_LAB_SLURM) and its default directory.
@@ -187,17 +189,20 @@ class Lab:
         self, job_id: int, predicate: Callable[[JobRecord], bool], timeout: float = 60, what: str = ""
     ) -> JobRecord:
         """Poll real Slurm until ``predicate(record)``; fail with the last record seen."""
-        deadline = time.monotonic() + timeout
-        last: JobRecord | None = None
-        while True:
-            last = self.job(job_id)
-            if last is not None and predicate(last):
-                return last
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"Slurm job {job_id} never became {what or predicate} within {timeout:.0f}s; last seen: {last}"
-                )
-            time.sleep(0.5)
+        seen: list[JobRecord | None] = [None]
+
+        def became() -> JobRecord | None:
+            seen[0] = self.job(job_id)
+            return seen[0] if seen[0] is not None and predicate(seen[0]) else None
+
+        found = wait_until(
+            became, f"Slurm job {job_id} became {what or predicate}", timeout=timeout, every=0.5, give_up=True
+        )
+        if found is None:
+            raise AssertionError(
+                f"Slurm job {job_id} never became {what or predicate} within {timeout:.0f}s; last seen: {seen[0]}"
+            )
+        return found
 
     def final(self, job_id: int, timeout: float = 60) -> JobRecord:
         """The job once it is over for good (finished base state, no COMPLETING flag)."""
@@ -205,17 +210,16 @@ class Lab:
 
     def wait_purged(self, job_id: int, timeout: float = 90) -> JobRecord:
         """Wait until the job has left the live queue (MinJobAge) and only the history knows it."""
-        deadline = time.monotonic() + timeout
-        while self.live(job_id) is not None:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"Slurm job {job_id} is still in the live queue after {timeout:.0f}s")
-            time.sleep(1)
-        record = None
-        while record is None:
-            record = self.history(job_id)
-            if record is None and time.monotonic() > deadline:
-                raise AssertionError(f"Slurm job {job_id} left the live queue but the history does not know it")
-            time.sleep(0.5)
+        started = time.monotonic()
+        wait_until(
+            lambda: self.live(job_id) is None, f"Slurm job {job_id} left the live queue", timeout=timeout, every=1
+        )
+        record: JobRecord = wait_until(
+            lambda: self.history(job_id),
+            f"Slurm job {job_id} left the live queue: the history knows it",
+            timeout=max(timeout - (time.monotonic() - started), 0),
+            every=0.5,
+        )
         return record
 
     def output(self, job_id: int) -> str:
@@ -282,9 +286,6 @@ def find_or_start_lab() -> Lab:
         raise LabUnavailable(
             f"`scripts/slurm-lab env` printed no SLURM_LAB_URL/SLURM_LAB_TOKEN_FILE:\n{env.stdout}{env.stderr}"
         )
-    deadline = time.monotonic() + 60
-    while not lab.ping():
-        if time.monotonic() > deadline:
-            raise LabUnavailable(f"`scripts/slurm-lab up` succeeded but {lab.url}/slurm/{V}/ping does not answer UP")
-        time.sleep(1)
+    if not wait_until(lab.ping, "the lab answers its ping", timeout=60, every=1, give_up=True):
+        raise LabUnavailable(f"`scripts/slurm-lab up` succeeded but {lab.url}/slurm/{V}/ping does not answer UP")
     return lab

@@ -3,7 +3,6 @@ runs end to end through Airflow (counts in the log, failed task named, fail-fast
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -12,6 +11,7 @@ from tests.conftest import PROJECT, load_dag
 from tests.live_slurm.conftest import CLUSTER_ID, GATEWAY_TOKEN, Gateways, run_dag_capture
 from tests.live_slurm.lab import Lab
 from tests.live_slurm.test_contract_live import EnvelopeClient, Reply, key_diff, type_diff
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
 
@@ -43,8 +43,8 @@ def run_array_script(client: EnvelopeClient, cwd: str) -> dict[str, Any]:
     # queue (MinJobAge) before tasks 2 and 3 have even started, so "final" gathers them across polls.
     last: dict[int, dict[str, Any]] = {}
     entries: dict[str, dict[str, Any]] = {}  # by task id
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
+
+    def over() -> bool:
         live = client.call("GET", f"/slurm/{V}/job/{array_id}")
         state = client.call("GET", f"/slurm/{V}/jobs/state/?job_id={array_id}")
         records = live.body.get("jobs") or [] if isinstance(live.body, dict) else []
@@ -67,17 +67,22 @@ def run_array_script(client: EnvelopeClient, cwd: str) -> dict[str, Any]:
         ):
             seen["final"] = Reply(live.http_status, live.status, {**live.body, "jobs": list(last.values())})
             seen["final_state"] = Reply(state.http_status, state.status, {**state.body, "jobs": list(entries.values())})
-            break
-        time.sleep(0.3)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # the history records every task once it has ended
+            return True
+        return False
+
+    # Without "final" the tests that read it say what is missing.
+    wait_until(over, f"array {array_id} over for good", timeout=180, every=0.3, give_up=True)
+
+    def recorded() -> bool:  # the history records every task once it has ended
         history = client.call("GET", f"/slurmdb/{V}/job/{array_id}")
         if len(history.body.get("jobs") or []) == 4 and all(
             h["state"]["current"][0] in ("COMPLETED", "FAILED") for h in history.body["jobs"]
         ):
             seen["history"] = history
-            break
-        time.sleep(1)
+            return True
+        return False
+
+    wait_until(recorded, f"array {array_id}'s tasks in the history", timeout=60, every=1, give_up=True)
     return seen
 
 
@@ -163,17 +168,18 @@ def test_array_end_to_end_on_real_slurm(
     assert f"array {array_id}: " in result.log
     history: dict[int, str] = {}
     unstarted: list[str] = []  # the states of the meta record: the tasks that never started, as one record
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # what real Slurm recorded of each task
+
+    def recorded() -> bool:  # what real Slurm recorded of each task
+        nonlocal history, unstarted
         status, body = lab.call("GET", f"/slurmdb/{V}/job/{array_id}")
         assert status == 200, body
         started = [h for h in body["jobs"] if h["array"]["task_id"]["set"]]  # the meta record has none
         history = {h["array"]["task_id"]["number"]: h["state"]["current"][0] for h in started}
         unstarted = [h["state"]["current"][0] for h in body["jobs"] if not h["array"]["task_id"]["set"]]
         states = set(history.values()) | set(unstarted)
-        if len(history) >= (4 if deferrable else 1) and not {"RUNNING", "PENDING"} & states:
-            break
-        time.sleep(1)
+        return len(history) >= (4 if deferrable else 1) and not {"RUNNING", "PENDING"} & states
+
+    wait_until(recorded, f"array {array_id}'s tasks ended in the history", timeout=60, every=1, give_up=True)
     tasks = {t["task_id"]: t for t in sent["array"]["tasks"]}
     if deferrable:
         assert history == {0: "COMPLETED", 1: "COMPLETED", 2: "FAILED", 3: "COMPLETED"}, history

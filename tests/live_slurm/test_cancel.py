@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from tests.conftest import PROJECT, REGION, load_dag
 from tests.live_slurm.conftest import CLUSTER_ID, make_hook, run_dag_capture
 from tests.live_slurm.lab import Lab
+from tests.waiting import wait_until, wait_until_async
 
 pytestmark = pytest.mark.slurm
 
@@ -81,18 +81,20 @@ def state_polls(gateway: Any, job_id: int) -> int:
 def _cancel_when(gateway: Any, hook: Any, lab: Lab, name: str, since: int, state: str, done: dict[str, Any]) -> None:
     """In a thread: find the newest job called ``name`` submitted after ``since``; once it is in ``state``
     and the trigger polls it (a ``jobs/state`` call for it reached the gateway), cancel it."""
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
+
+    def watched_in_state() -> int | None:
         ids = [j["job_id"] for j in gateway.jobs() if j["name"] == name and j["job_id"] > since]
-        if ids:
-            job_id = max(ids)
-            record = lab.job(job_id)
-            if record is not None and record.state == state and state_polls(gateway, job_id):
-                done["job_id"] = job_id
-                done["outcome"] = hook.cancel_job(job_id).value
-                return
-        time.sleep(0.3)
-    done["error"] = f"no {name} job reached {state} while the trigger watched it"
+        if not ids:
+            return None
+        record = lab.job(max(ids))
+        return max(ids) if record is not None and record.state == state and state_polls(gateway, max(ids)) else None
+
+    job_id = wait_until(watched_in_state, f"a {name} job in {state}, polled", timeout=90, every=0.3, give_up=True)
+    if job_id is None:
+        done["error"] = f"no {name} job reached {state} while the trigger watched it"
+        return
+    done["job_id"] = job_id
+    done["outcome"] = hook.cancel_job(job_id).value
 
 
 @pytest.mark.parametrize(("scenario", "state"), [("long", "RUNNING"), ("held", "PENDING")])
@@ -151,11 +153,12 @@ async def test_trigger_on_kill_cancels_the_running_job(gateway: Any, lab: Lab) -
         )
         events = trigger.run()
         waiting = asyncio.ensure_future(anext(events))
-        deadline = time.monotonic() + 60
-        while state_polls(gateway, job_id) < 3:  # it has seen the job RUNNING, polls apart, and kept waiting
+
+        def polled_thrice() -> bool:  # it has seen the job RUNNING, polls apart, and kept waiting
             assert not waiting.done(), f"the trigger fired while the job runs: {waiting.result()}"
-            assert time.monotonic() < deadline, "the trigger never polled the job"
-            await asyncio.sleep(0.1)
+            return state_polls(gateway, job_id) >= 3
+
+        await wait_until_async(polled_thrice, "the trigger polled the job three times", timeout=60, every=0.1)
         assert not waiting.done(), f"the trigger fired while the job runs: {waiting.result()}"
         await trigger.on_kill()
         event = await asyncio.wait_for(waiting, 60)

@@ -23,6 +23,7 @@ import requests
 
 from tests.fixtures import type_name
 from tests.live_slurm.conftest import TIMEOUT_RUN_BUDGET, ContractRuns
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
 # The script's budget from its start: about 3 minutes of Slurm waits (a purge among them) on a shared lab.
@@ -111,14 +112,8 @@ def _over(job: dict[str, Any]) -> bool:
 
 
 def _poll(what: str, fetch: Callable[[], Reply], done: Callable[[Reply], bool], timeout: float = 120) -> Reply:
-    deadline = time.monotonic() + timeout
-    while True:
-        reply = fetch()
-        if done(reply):
-            return reply
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not done within {timeout:.0f}s; last answer {reply!r}")
-        time.sleep(0.25)
+    reply: Reply = wait_until(lambda: answer if done(answer := fetch()) else None, what, timeout=timeout, every=0.25)
+    return reply
 
 
 def run_contract_script(client: EnvelopeClient, cwd: str) -> Transcript:
@@ -178,8 +173,10 @@ def run_contract_script(client: EnvelopeClient, cwd: str) -> Transcript:
 
     cancelled_running = False
     active = set(ids)
-    deadline = time.monotonic() + 180
-    while active:
+
+    def one_round() -> bool:
+        """Read every job not yet over once; True when none is left."""
+        nonlocal cancelled_running
         for key in sorted(active):
             reply = get(ids[key])
             job = reply.job()
@@ -201,9 +198,11 @@ def run_contract_script(client: EnvelopeClient, cwd: str) -> Transcript:
                 for version in OLD_VERSIONS:  # the same finished job through the older data parsers
                     t.replies[f"job_{key}_final_{version}"] = client.call("GET", f"/slurm/{version}/job/{ids[key]}")
                 active.discard(key)
-        if time.monotonic() > deadline:
-            raise AssertionError(f"jobs {sorted(active)} did not finish within 180s: {t.sequences}")
-        time.sleep(0.25)
+        return not active
+
+    wait_until(one_round, "every job finished", timeout=180, every=0.25, give_up=True)
+    if active:
+        raise AssertionError(f"jobs {sorted(active)} did not finish within 180s: {t.sequences}")
 
     t.replies["cancel_finished"] = client.call("DELETE", f"/slurm/{V}/job/{ids['completes']}")
     for version in OLD_VERSIONS:

@@ -6,7 +6,6 @@ limit, Slurm's error text and exit status for 1,025 bytes, and ``extra`` as the 
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 
 from tests.conftest import CLUSTER, connection_uri_env
 from tests.live_slurm.conftest import make_hook
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
 
@@ -33,16 +33,16 @@ def _run(hook: Any, cwd: str) -> tuple[list[str], str]:
     spec = {"name": "record-contract", "partition": "debug", "current_working_directory": cwd}
     job_id = hook.submit_job(spec, SCRIPT).job_id
     seen: list[str] = []
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+
+    def finished() -> Any:
         job = hook.get_live_job(job_id)
         assert job is not None, f"job {job_id} left the live queue before it was read"
         if job.extra and (not seen or seen[-1] != job.extra):
             seen.append(job.extra)
-        if job.is_finished:
-            return seen, job.extra or ""
-        time.sleep(0.3)
-    raise AssertionError(f"job {job_id} did not finish: {seen}")
+        return job if job.is_finished else None
+
+    job = wait_until(finished, f"job {job_id} finished (extra seen: {seen})", timeout=120, every=0.3)
+    return seen, job.extra or ""
 
 
 def test_emulator_and_slurm_agree_on_a_job_writing_its_own_record(

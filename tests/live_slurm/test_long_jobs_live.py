@@ -18,7 +18,6 @@ import os
 import re
 import subprocess
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +29,7 @@ from tests.conftest import DAGS_FOLDER, load_dag
 from tests.dag_runs.test_fail_fast import run_with_retries
 from tests.live_slurm.conftest import DagResult, run_dag_capture
 from tests.live_slurm.lab import LAB_DIR, Lab, V, in_lab
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
 
@@ -61,15 +61,16 @@ class Admin:
 
     def _run(self) -> None:
         try:
-            deadline = time.monotonic() + self.budget
-            while time.monotonic() < deadline:
-                job = job_by_name(self.lab, self.name)
-                if job is not None and job["job_state"] == ["RUNNING"]:
-                    self.job_id = int(job["job_id"])
-                    self.action(self.job_id)
-                    return
-                time.sleep(0.5)
-            raise AssertionError(f"job {self.name} did not run within {self.budget:.0f}s")
+            job = wait_until(
+                lambda: (
+                    (job := job_by_name(self.lab, self.name)) is not None and job["job_state"] == ["RUNNING"] and job
+                ),
+                f"job {self.name} running",
+                timeout=self.budget,
+                every=0.5,
+            )
+            self.job_id = int(job["job_id"])
+            self.action(self.job_id)
         except BaseException as exc:
             self.error = exc
 

@@ -20,6 +20,7 @@ import requests
 from tests.conftest import load_dag, run_dag
 from tests.live_slurm.conftest import make_hook
 from tests.live_slurm.lab import Lab, in_lab, root_token
+from tests.waiting import wait_until
 
 FOREIGN_JOBS = 2000
 FOREIGN_NAME = "slurmapi-foreign-held"
@@ -86,10 +87,12 @@ def test_task_starts_among_2000_jobs_of_another_user_cost_one_call_each(
     assert newest.comment is not None
     assert history == [f"/slurmdb/{V}/job/{newest.job_id}"], history
     tag = newest.comment.split()[-1]
-    deadline = time.monotonic() + 60
-    while tag not in str(getattr(lab.history(newest.job_id), "raw", {}).get("comment")):
-        assert time.monotonic() < deadline, "slurmdbd never recorded the job with its comment"
-        time.sleep(0.5)  # slurmdbd records the job a moment after slurmctld
+    wait_until(  # slurmdbd records the job a moment after slurmctld
+        lambda: tag in str(getattr(lab.history(newest.job_id), "raw", {}).get("comment")),
+        "slurmdbd recorded the job with its comment",
+        timeout=60,
+        every=0.5,
+    )
     gateway.reset_calls()
     found = hook.find_job_by_tag(tag, name="scenario-completes", since=int(time.time()) - 600)
     assert found is not None and found.job_id == newest.job_id

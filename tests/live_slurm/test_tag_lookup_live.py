@@ -15,6 +15,7 @@ import pytest
 
 from tests.live_slurm.conftest import JOB_USER, Gateways, make_hook
 from tests.live_slurm.lab import Lab
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
 OTHER_USER = "daemon"  # another Slurm user of the lab (an account of its chroot; 26.05 refuses "nobody")
@@ -27,18 +28,22 @@ def test_a_running_tagged_job_is_found_beside_finished_jobs_of_its_name(gateway:
     since = int(time.time()) - 60
     earlier_tag, tag = f"airflow-ti={uuid.uuid4().hex}", f"airflow-ti={uuid.uuid4().hex}"
     done = hook.submit_job({**JOB, "name": name}, "#!/bin/bash\ntrue\n", tag=earlier_tag, comment=f"x {earlier_tag}")
-    deadline = time.monotonic() + 120
-    while not ((record := hook.get_history_job(done.job_id)) is not None and record.is_finished and record.comment):
-        assert time.monotonic() < deadline, f"job {done.job_id} never reached the history with its comment"
-        time.sleep(1)
+    wait_until(
+        lambda: (record := hook.get_history_job(done.job_id)) is not None and record.is_finished and record.comment,
+        f"job {done.job_id} in the history with its comment",
+        timeout=120,
+        every=1,
+    )
     running = hook.submit_job({**JOB, "name": name}, "#!/bin/bash\nsleep 120\n", tag=tag, comment=f"x {tag}")
     try:
-        deadline = time.monotonic() + 120
-        while not any(
-            j.job_id == running.job_id for j in hook.list_jobs(history=True, job_name=name, start_time=since)
-        ):
-            assert time.monotonic() < deadline, f"job {running.job_id} never reached the history"
-            time.sleep(1)
+        wait_until(
+            lambda: any(
+                j.job_id == running.job_id for j in hook.list_jobs(history=True, job_name=name, start_time=since)
+            ),
+            f"job {running.job_id} in the history",
+            timeout=120,
+            every=1,
+        )
         found = hook.find_job_by_tag(tag, name=name, since=since)
         assert found is not None and found.job_id == running.job_id, found
         assert hook.find_job_by_tag(earlier_tag, name=name, since=since).job_id == done.job_id  # type: ignore[union-attr]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from airflow_provider_slurmapi.slurm.api_versions import NEGOTIATE, served_by, t
 from tests.conftest import load_dag
 from tests.live_slurm.conftest import CLUSTER_ID, GATEWAY_TOKEN, make_hook, run_dag_capture
 from tests.live_slurm.lab import SLURM_RELEASE, Lab
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
 
@@ -29,13 +29,12 @@ OLD_VERSIONS = [v for v in LAB_VERSIONS if traits(v).history_time_filter == "rel
 
 def _history(hook: Any, job_id: int, timeout: float = 30) -> Any:
     """The job as the history (``/slurmdb``) has it; records reach slurmdbd a little after the end."""
-    deadline = time.monotonic() + timeout
-    while True:
-        job = hook.get_history_job(job_id)
-        if job is not None and job.is_finished:
-            return job
-        assert time.monotonic() < deadline, f"job {job_id} not in the history after {timeout:.0f}s: {job}"
-        time.sleep(0.5)
+    return wait_until(
+        lambda: (job := hook.get_history_job(job_id)) is not None and job.is_finished and job,
+        f"job {job_id} finished in the history",
+        timeout=timeout,
+        every=0.5,
+    )
 
 
 @pytest.mark.parametrize("api_version", LAB_VERSIONS)

@@ -12,7 +12,6 @@ node would have to: the lab's other jobs (other developers') run as the same use
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from airflow_provider_slurmapi.slurm.job_output import Redaction, read_extra, wr
 from airflow_provider_slurmapi.slurm.job_supervisor import WINDOW_BYTES
 from tests.live_slurm.lab import LAB_CHROOT_TMP, Lab, V
 from tests.live_slurm.test_wrapper_live import _ended, _extra, _wait_for
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
 
@@ -202,15 +202,16 @@ def test_no_copy_of_the_script_is_left_after_any_ending(lab: Lab, ending: str) -
             assert status == 200, body
     for job_id in jobs.values():
         lab.final(job_id, timeout=120)
-    deadline = time.monotonic() + 10  # the canary's clean-up after its supervisor's death is not instant
-    while time.monotonic() < deadline:
-        copies = {
+
+    def copies_left() -> dict[str, list[str]]:
+        return {
             way: [str(p) for p in tmp[way].rglob("*") if p.is_file() and tag in p.read_text(errors="replace")]
             for way in WAYS
         }
-        if not any(copies.values()):
-            break
-        time.sleep(0.5)
+
+    # The canary's clean-up after its supervisor's death is not instant.
+    wait_until(lambda: not any(copies_left().values()), "no copy left", timeout=10, every=0.5, give_up=True)
+    copies = copies_left()
     assert copies == {way: [] for way in WAYS}, copies
     for way in ("no-python3", "unwrapped"):
         assert list(tmp[way].iterdir()) == [], (way, list(tmp[way].rglob("*")))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 from airflow_provider_slurmapi._compat import sensitive_name_parts
 from airflow_provider_slurmapi.slurm.job_output import Redaction, read_extra, wrap_script
 from tests.live_slurm.lab import LAB_CHROOT_TMP, Lab, V
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
 
@@ -41,38 +41,38 @@ def _outcome(record: dict[str, Any]) -> tuple[str, int | None, int | None]:
 
 def _history_tasks(lab: Lab, job_id: int, count: int, timeout: float) -> dict[int, tuple[str, int | None, int | None]]:
     """Every task of an array, once all ``count`` of them have ended in the history: task id -> outcome."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def ended_tasks() -> dict[int, tuple[str, int | None, int | None]]:
         _, body = lab.call("GET", f"/slurmdb/{V}/job/{job_id}")
         jobs = body.get("jobs", []) if isinstance(body, dict) else []
-        done = {
+        return {
             int(job["array"]["task_id"]["number"]): _outcome(job)
             for job in jobs
             if job["state"]["current"][0] in ENDED and (job.get("array") or {}).get("task_id", {}).get("set")
         }
-        if len(done) >= count:
-            return done
-        assert time.monotonic() < deadline, f"array {job_id}: {len(done)} of {count} tasks ended in {timeout:.0f}s"
-        time.sleep(3)
+
+    done: dict[int, tuple[str, int | None, int | None]] = wait_until(
+        lambda: tasks if len(tasks := ended_tasks()) >= count else None,
+        f"array {job_id}: all {count} tasks ended in the history",
+        timeout=timeout,
+        every=3,
+    )
+    return done
 
 
 def _ended(lab: Lab, job_id: int, timeout: float = 120) -> tuple[str, int | None, int | None]:
     """One job's outcome, from the history once it has ended there."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def last_record() -> Any:
         _, body = lab.call("GET", f"/slurmdb/{V}/job/{job_id}")
         jobs = body.get("jobs", []) if isinstance(body, dict) else []
-        if jobs and jobs[-1]["state"]["current"][0] in ENDED:
-            return _outcome(jobs[-1])
-        assert time.monotonic() < deadline, f"job {job_id} did not end in {timeout:.0f}s: {jobs[-1:] or body}"
-        time.sleep(1)
+        return jobs[-1] if jobs and jobs[-1]["state"]["current"][0] in ENDED else None
+
+    return _outcome(wait_until(last_record, f"job {job_id} ended in the history", timeout=timeout, every=1))
 
 
 def _wait_for(path: Path, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.3)
+    wait_until(path.exists, f"{path} appeared", timeout=timeout, every=0.3)
 
 
 def _extra(lab: Lab, job_id: int) -> str:

@@ -9,7 +9,6 @@ whose task state store holds the earlier try's job id) against the emulator, and
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ import pytest
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
 from airflow_provider_slurmapi.operators.slurm import JOB_ID_STATE_KEY, SlurmSubmitJobOperator
 from tests.conftest import CLUSTER
+from tests.waiting import wait_until
 
 # Ignores SIGTERM, so a cancel leaves it CANCELLED+COMPLETING until the emulator's KillWait SIGKILL.
 STUBBORN = "#!/bin/bash\ntrap '' TERM\nsleep 60\n"
@@ -92,9 +92,8 @@ def test_a_reattached_job_cancelled_for_the_earlier_try_is_replaced_by_one_new_j
     cancelled: list[int] = []
 
     def cancel_once_reattached() -> None:  # the triggerer's cancel of the earlier try lands now
-        deadline = time.monotonic() + 20
-        while ti.xcom.get("slurm_job_id") != first and time.monotonic() < deadline:
-            time.sleep(0.05)
+        # Either outcome of the race is valid: reattached (then cancelled) or not.
+        wait_until(lambda: ti.xcom.get("slurm_job_id") == first, "the reattach", timeout=20, give_up=True)
         if ti.xcom.get("slurm_job_id") == first:  # reattached: pushed the earlier try's id
             SlurmApiHook(**CLUSTER).cancel_job(first)
             cancelled.append(first)
@@ -131,11 +130,13 @@ def test_a_deferred_reattach_carries_its_origin_to_the_resumed_task(gcp_connecti
     hook.cancel_job(first)
     gcp_connection.wait_for_state(first, ["CANCELLED"], timeout=20)
     # The trigger fires only once the job is over: not while its epilog still runs (CANCELLED+COMPLETING).
-    cancelled = hook.get_job(first)
-    deadline = time.monotonic() + 20
-    while cancelled is not None and not cancelled.is_finished and time.monotonic() < deadline:
-        time.sleep(0.1)
-        cancelled = hook.get_job(first)
+
+    def finished() -> Any:
+        job = hook.get_job(first)
+        assert job is not None, f"job {first} is gone"
+        return job if job.is_finished else None
+
+    cancelled = wait_until(finished, "the cancelled job finished", timeout=20, every=0.1)
     assert cancelled is not None and cancelled.is_finished, cancelled
     event = {"status": "failed", "job_id": first, "message": cancelled.failure_message(), "job": cancelled.to_dict()}
     with pytest.raises(TaskDeferred) as again:

@@ -7,13 +7,13 @@ running. The same guarantees against real Slurm: ``tests/live_slurm/test_fault_m
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import connection_uri_env, load_dag, run_dag
+from tests.waiting import wait_until
 
 # Faults on the submit: "before" ones were not acted on, "after" ones were (the job exists).
 SUBMIT_FAULTS = [
@@ -60,10 +60,11 @@ CASES = [pytest.param(f, m, id=f"{f}-{m}") for f in SUBMIT_FAULTS for m in ("syn
 def wait_until_late_call_carried_out(emulator: Any, timeout: float = 30) -> None:
     """A ``late`` fault's call is recorded once it was carried out (and its connection dropped): wait for that
     rather than for the fault's delay, so the job it submitted is there to count."""
-    deadline = time.monotonic() + timeout
-    while not any(str(call.get("fault", "")).startswith("late=") for call in emulator.calls()["last"]):
-        assert time.monotonic() < deadline, f"the late call was not carried out within {timeout:.0f}s"
-        time.sleep(0.05)
+    wait_until(
+        lambda: any(str(call.get("fault", "")).startswith("late=") for call in emulator.calls()["last"]),
+        "the late call carried out",
+        timeout=timeout,
+    )
 
 
 def tagged_jobs(emulator: Any, dag_id: str) -> list[dict[str, Any]]:

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,6 +20,7 @@ import pytest
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
 from airflow_provider_slurmapi.triggers.slurm import SlurmJobTrigger
 from tests.conftest import CLUSTER, DAGS_FOLDER, REPO, load_dag
+from tests.waiting import wait_until, wait_until_async
 
 LONG = "#!/bin/bash\nsleep 120\n"
 
@@ -49,10 +49,11 @@ async def run_in_trigger_runner(
     runner = TriggerRunner()
     task = asyncio.create_task(runner.run_trigger(1, trigger, timeout_after=timeout_after))
     runner.triggers[1] = {"task": task, "is_watcher": False, "name": "slurm", "events": 0}
-    deadline = time.monotonic() + 30
-    while (await asyncio.to_thread(emulator.calls))["by_kind"].get("jobs-state", 0) == polls and not task.done():
-        assert time.monotonic() < deadline, "the trigger never polled"
-        await asyncio.sleep(0.05)
+
+    async def polled() -> bool:
+        return task.done() or (await asyncio.to_thread(emulator.calls))["by_kind"].get("jobs-state", 0) != polls
+
+    await wait_until_async(polled, "the trigger polled")
     return runner, task
 
 
@@ -169,8 +170,8 @@ def _wait_for_job(
 ) -> dict[str, Any]:
     """The job once it is in one of ``states``. A worker process starts Airflow first: on a loaded
     machine that alone takes a minute, so the wait is long, and ends early if the worker has died."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def in_states() -> dict[str, Any] | None:
         jobs = [j for j in emulator.jobs() if j["name"] == name and j["state"] in states]
         if jobs:
             return jobs[-1]
@@ -179,8 +180,10 @@ def _wait_for_job(
             raise AssertionError(
                 f"the worker ended ({worker.returncode}) before job {name} was in {states}: {output[-3000:]}"
             )
-        time.sleep(0.2)
-    raise AssertionError(f"no job {name} in {states} within {timeout:.0f}s: {emulator.jobs()}")
+        return None
+
+    job: dict[str, Any] = wait_until(in_states, f"job {name} in {states}", timeout=timeout, every=0.2)
+    return job
 
 
 def test_a_retry_reattaches_to_the_job_of_the_earlier_try(

@@ -13,13 +13,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import DAGS_FOLDER, REPO, load_dag, run_dag
+from tests.waiting import wait_until
 
 
 def _worker(logical_date: datetime) -> subprocess.Popen[str]:
@@ -46,16 +47,18 @@ def _worker(logical_date: datetime) -> subprocess.Popen[str]:
 
 def _made_job(emulator: Any, worker: subprocess.Popen[str], timeout: float = 240) -> dict[str, Any]:
     """The worker's job once Slurm made it (its answer is still on its way)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def made() -> dict[str, Any] | None:
         jobs = [j for j in emulator.jobs() if j["name"] == "scenario-long"]
         if jobs:
             return jobs[-1]
         if worker.poll() is not None:
             output = worker.stdout.read() if worker.stdout else ""
             raise AssertionError(f"the worker ended ({worker.returncode}) before submitting: {output[-3000:]}")
-        time.sleep(0.1)
-    raise AssertionError(f"no job within {timeout:.0f}s: {emulator.jobs()}")
+        return None
+
+    job: dict[str, Any] = wait_until(made, "the worker's job made", timeout=timeout, every=0.1)
+    return job
 
 
 def test_sigterm_during_the_submit_lets_the_answer_arrive_and_cancels_the_job(
@@ -75,14 +78,34 @@ def test_sigterm_during_the_submit_lets_the_answer_arrive_and_cancels_the_job(
     assert [j["job_id"] for j in gcp_connection.jobs() if j["name"] == "scenario-long"] == [job["job_id"]]
 
 
+def _reaper_started_by(ancestor: int) -> bool:
+    """A reaper process (``python -m airflow_provider_slurmapi.slurm.reaper``) runs below ``ancestor``."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if b"airflow_provider_slurmapi.slurm.reaper" not in (entry / "cmdline").read_bytes():
+                continue
+            pid = int(entry.name)
+            while pid > 1:  # up the parents: the 4th field of /proc/PID/stat, after the command's ")"
+                pid = int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                if pid == ancestor:
+                    return True
+        except (OSError, ValueError, IndexError):
+            continue
+    return False
+
+
 def test_sigkill_before_the_answer_leaves_the_cancel_to_the_reaper(airflow_db: Any, gcp_connection: Any) -> None:
-    """Answered 30 s late; SIGKILL 1 s after SIGTERM (before the answer): the task never learns the job's id,
-    and the reaper process, which outlives it, finds the job by its send marker and cancels it."""
+    """Answered 30 s late; SIGKILL once on_kill has started the reaper (before the answer): the task never
+    learns the job's id, and the reaper process, which outlives it, finds the job by its send marker and
+    cancels it."""
     gcp_connection.add_fault("slow=30@submit")
     worker = _worker(datetime(2026, 3, 6, tzinfo=UTC))
     job = _made_job(gcp_connection, worker)
     worker.send_signal(signal.SIGTERM)
-    time.sleep(1)  # on_kill runs in the signal handler: it has started the reaper by then
+    # on_kill runs in the signal handler and starts the reaper: SIGKILL once it has.
+    wait_until(lambda: _reaper_started_by(worker.pid), "on_kill started the reaper", timeout=20)
     worker.kill()
     output, _ = worker.communicate(timeout=30)
     assert "Task killed while its Slurm job was being submitted" in output, output[-3000:]

@@ -10,7 +10,6 @@ it; the task's own job is the one that runs to its end.
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 
 from tests.conftest import connection_uri_env, load_dag, run_dag
 from tests.dag_runs.faults.test_outage import output, tagged_jobs
+from tests.waiting import wait_until
 
 LATE_SECONDS = 5
 BUDGET_SECONDS = 120
@@ -43,14 +43,18 @@ def test_a_submit_carried_out_after_the_settle_window_is_cancelled_while_the_tas
     emulator.add_fault(f"done-later={LATE_SECONDS}@submit")
     stop = threading.Event()
 
+    def settled(jobs: list[dict[str, Any]]) -> bool:
+        return len(jobs) == 2 and any(job["state"] == "CANCELLED" for job in jobs)
+
     def release_when_settled() -> None:
         """Let the jobs end once two carry the tag and one was cancelled (or the budget is spent)."""
-        deadline = time.monotonic() + BUDGET_SECONDS
-        while not stop.is_set() and time.monotonic() < deadline:
-            jobs = tagged_jobs(emulator, dag.dag_id)
-            if len(jobs) == 2 and any(job["state"] == "CANCELLED" for job in jobs):
-                break
-            time.sleep(0.1)
+        wait_until(
+            lambda: stop.is_set() or settled(tagged_jobs(emulator, dag.dag_id)),
+            "two tagged jobs, one cancelled",
+            timeout=BUDGET_SECONDS,
+            every=0.1,
+            give_up=True,  # the budget spent: released all the same, the test then says what went wrong
+        )
         (Path(emulator.config.workdir) / "release").touch()
 
     thread = threading.Thread(target=release_when_settled, daemon=True)

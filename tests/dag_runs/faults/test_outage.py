@@ -10,7 +10,6 @@ task, naming the job and saying that a retry reattaches.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 
 from tests.conftest import connection_uri_env, load_dag, run_dag
 from tests.dag_runs.test_watchers import submit
+from tests.waiting import wait_until
 
 # Each failing call meets two of these (first try, one retry): three failed polls in a row.
 OUTAGE = ["unavailable*2", "502-before*2", "reset-before*2"]
@@ -44,12 +44,18 @@ def outage(emulator: Any, faults: list[str], *, after_submit_of: str | None = No
     stop = threading.Event()
 
     def run() -> None:
-        while after_submit_of and not tagged_jobs(emulator, after_submit_of) and not stop.is_set():
-            time.sleep(0.05)
+        if after_submit_of:
+            wait_until(
+                lambda: stop.is_set() or tagged_jobs(emulator, after_submit_of),
+                f"the job of {after_submit_of}",
+                timeout=600,
+                give_up=True,  # the DAG run says what went wrong
+            )
         for fault in faults:
             emulator.add_fault(fault)
-        while emulator.faults() and not stop.is_set():
-            time.sleep(0.1)
+        wait_until(
+            lambda: stop.is_set() or not emulator.faults(), "every fault spent", timeout=600, every=0.1, give_up=True
+        )
         if not stop.is_set():
             (Path(emulator.config.workdir) / "release").touch()
 

@@ -27,6 +27,7 @@ from tests.unit.hooks.test_submit_once import (
     tagged,
     until_tagged,
 )
+from tests.waiting import wait_until
 
 META_USERS = ["token", "slurmrestd", "empty", f"user:{OTHER_USER}"]
 
@@ -117,9 +118,6 @@ def until_tagged_twice(emulator: Any, tag: str) -> Any:
     from tests.unit.hooks.fake_clock import FakeClock
 
     def carried_out() -> None:
-        deadline = time.monotonic() + 30
-        while len(tagged(emulator, tag)) < 2:
-            assert time.monotonic() < deadline, f"no second job with tag {tag} was ever carried out"
-            time.sleep(0.05)
+        wait_until(lambda: len(tagged(emulator, tag)) >= 2, f"a second job with tag {tag} carried out")
 
     return FakeClock(before_sleep=carried_out)

@@ -17,6 +17,7 @@ from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
 from airflow_provider_slurmapi.slurm.spec import CLOCK_SKEW_SECONDS
 from airflow_provider_slurmapi.slurm.tag import task_comment, task_tag
 from tests.conftest import CLUSTER, connection_uri_env
+from tests.waiting import wait_until
 
 KEY = b"the reaper tests' secret key, 32+ chars"
 
@@ -63,10 +64,7 @@ def test_the_reaper_outlives_its_starter_and_cancels_the_job_with_the_marker(
     assert b"AIRFLOW_CONN_" not in environ and b"AIRFLOW_VAR_" not in environ
     assert os.getsid(pid) == pid, "not in a session of its own: the kill of the task's group would reach it"
     emulator.wait_for_state(job_id, ["CANCELLED"], timeout=30)
-    deadline = time.monotonic() + 30
-    while not _ended(pid):
-        assert time.monotonic() < deadline, "the reaper did not end once it had cancelled the job"
-        time.sleep(0.1)
+    wait_until(lambda: _ended(pid), "the reaper ended once it had cancelled the job", timeout=30, every=0.1)
     assert [j["state"] for j in emulator.jobs() if j["job_id"] == earlier] == ["RUNNING"]
 
 
@@ -77,9 +75,6 @@ def test_a_reaper_that_finds_no_job_ends_at_the_settle_deadline(
     hook = SlurmApiHook(**CLUSTER, submit_settle_seconds=2)
     other, _ = _submit_tagged(hook, emulator, "run-2")
     pid = hook.start_reaper(marker="slurmapi-send=000000000000000000000000", name="reaped", since=0)
-    deadline = time.monotonic() + 60
-    while not _ended(pid):
-        assert time.monotonic() < deadline, "the reaper outlived its settle window"
-        time.sleep(0.2)
+    wait_until(lambda: _ended(pid), "the reaper ended at its settle window", timeout=60, every=0.2)
     assert [j["state"] for j in emulator.jobs() if j["job_id"] == other] == ["RUNNING"]
     hook.cancel_job(other)

@@ -20,6 +20,7 @@ from airflow_provider_slurmapi.slurm.spec import prepare_submission
 from airflow_provider_slurmapi.slurm.tag import task_comment, task_tag
 from tests.conftest import CLUSTER, connection_uri_env
 from tests.unit.hooks.fake_clock import AsyncFakeClock, FakeClock
+from tests.waiting import wait_until
 
 LONG = "#!/bin/bash\nsleep 60\n"
 KEY = b"this deployment's secret"
@@ -43,10 +44,7 @@ def until_tagged(emulator: Any, tag: str) -> FakeClock:
     submit): the event the settle window stands for, waited for as an event."""
 
     def carried_out() -> None:
-        deadline = time.monotonic() + 30
-        while not tagged(emulator, tag):
-            assert time.monotonic() < deadline, f"no job with tag {tag} was ever carried out"
-            time.sleep(0.05)
+        wait_until(lambda: tagged(emulator, tag), f"a job with tag {tag} carried out")
 
     return FakeClock(before_sleep=carried_out)
 
@@ -178,10 +176,12 @@ def test_a_copied_tag_is_never_adopted_once_our_job_left_the_queue_and_the_histo
     hook = make_hook()
     ours = hook.submit_job(spec(emulator, "replay"), "#!/bin/bash\ntrue\n", tag=tag, comment=comment).job_id
     emulator.wait_for_state(ours, ["COMPLETED"], timeout=30)
-    deadline = time.monotonic() + 60
-    while any(job["job_id"] == ours and job["in_live_queue"] for job in emulator.jobs()):
-        assert time.monotonic() < deadline, "the finished job never left the live queue"
-        time.sleep(0.2)
+    wait_until(
+        lambda: not any(job["job_id"] == ours and job["in_live_queue"] for job in emulator.jobs()),
+        "the finished job left the live queue",
+        timeout=60,
+        every=0.2,
+    )
     (copy,) = foreign_jobs(emulator, 1, name="replay", comment=comment)
     retry = make_hook()  # a new try: a new process, nothing remembered
     found = retry.find_job_by_tag(tag, name="replay", since=int(time.time()) - 600)

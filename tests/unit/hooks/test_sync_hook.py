@@ -18,6 +18,7 @@ from airflow_provider_slurmapi.slurm.errors import (
 from airflow_provider_slurmapi.slurm.readers import CancelOutcome
 from airflow_provider_slurmapi.slurm.states import JobState
 from tests.conftest import CLUSTER
+from tests.waiting import wait_until
 
 QUICK = "#!/bin/bash\necho hello\n"
 
@@ -41,12 +42,8 @@ def test_submit_wait_and_find_in_history_after_purge(gcp_connection: Any) -> Non
     assert live is not None and live.state is JobState.COMPLETED and live.source == "live"
     assert live.stdout and live.exit.return_code == 0
     # MinJobAge is 2 s here: the job leaves the live queue, and the hook finds it in the history.
-    import time
 
-    deadline = time.monotonic() + 30
-    while hook.get_live_job(result.job_id) is not None and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert hook.get_live_job(result.job_id) is None
+    wait_until(lambda: hook.get_live_job(result.job_id) is None, "the job left the live queue", every=0.5)
     history = hook.get_job(result.job_id)
     assert history is not None and history.source == "history" and history.succeeded
     assert history.job_id == result.job_id

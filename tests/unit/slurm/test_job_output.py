@@ -6,7 +6,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from airflow_provider_slurmapi.slurm.job_output import (
 )
 from airflow_provider_slurmapi.slurm.job_supervisor import last_lines, mask_of, sensitive_values, strip_controls
 from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo
+from tests.waiting import wait_until
 
 
 def test_sbatch_lines_stay_at_the_top_right_after_the_interpreter_line() -> None:
@@ -224,19 +224,19 @@ def _signals_seen(directory: Path, argv: list[str], send: str) -> list[str]:
     env = {"PATH": os.environ["PATH"], "TMPDIR": str(directory)}
     proc = subprocess.Popen(argv, cwd=directory, env=env, start_new_session=True)
     try:
-        deadline = time.monotonic() + 30
-        while not (directory / "ready").exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "the script never started"
-            time.sleep(0.05)
+
+        def started() -> bool:
+            assert proc.poll() is None, "the script ended before it started"
+            return (directory / "ready").exists()
+
+        wait_until(started, "the script started")
         if send == "scancel":  # SIGCONT then SIGTERM to every process of the step
             listed = _process_tree(proc.pid)
             for pid in listed:
                 os.kill(pid, signal.SIGCONT)
             # The SIGTERM list is the one made before SIGCONT was handled (slurmstepd makes a list per
             # signal, and the two can be that close): a process started after it would not get SIGTERM.
-            while any(_pending(pid, signal.SIGCONT) for pid in listed):
-                assert time.monotonic() < deadline + 30, "SIGCONT is never taken"
-                time.sleep(0.01)
+            wait_until(lambda: not any(_pending(pid, signal.SIGCONT) for pid in listed), "SIGCONT taken", every=0.01)
             for pid in listed:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGTERM)

@@ -9,13 +9,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from airflow_provider_slurmapi.slurm.job_output import PYTHON_PATHS, wrap_script
 from airflow_provider_slurmapi.slurm.job_supervisor import last_lines, secret_forms, strip_controls
+from tests.waiting import wait_until
 
 SECRET = "s3cr3t-QWERTY-uiop-98765"  # 24 characters, as in the issue
 NO_PYTHON = ("/nonexistent/bin/python3",)
@@ -117,13 +117,17 @@ def test_no_copy_of_the_script_is_on_disk_while_it_runs_or_after(tmp_path: Path,
     assert _left_behind(tmp_path) == []
 
 
+def _ready(proc: subprocess.Popen[bytes], directory: Path) -> bool:
+    """The script has started (its ``ready`` file); it must not have ended before."""
+    assert proc.poll() is None, "the script ended before it started"
+    return (directory / "ready").exists()
+
+
 def test_no_copy_is_left_after_the_supervisor_is_killed(tmp_path: Path) -> None:
     """The script SIGKILLs its supervisor (the batch shell): the canary removes the directory."""
     script = "#!/bin/bash\nkill -KILL $PPID\nsleep 0.5\nexit 0\n"
     assert _run(tmp_path, script).returncode == -signal.SIGKILL
-    deadline = time.monotonic() + 20
-    while _left_behind(tmp_path) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: not _left_behind(tmp_path), "the canary removed the copies", timeout=20, give_up=True)
     assert _left_behind(tmp_path) == []
 
 
@@ -173,10 +177,7 @@ def test_a_dead_canary_is_replaced_and_a_batch_signal_reaches_the_script_once(tm
     env = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp_path)}
     proc = subprocess.Popen(["/bin/sh", str(tmp_path / "batch.sh")], cwd=tmp_path, env=env, start_new_session=True)
     try:
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "ready").exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "the script never started"
-            time.sleep(0.05)
+        wait_until(lambda: _ready(proc, tmp_path), "the script started")
         os.kill(proc.pid, signal.SIGUSR1)
         assert proc.wait(timeout=60) == 0
     finally:

@@ -69,7 +69,9 @@ async def kill_like_the_triggerer(runner: Any, trigger_ids: list[int]) -> None:
             return
         runner.to_cancel.extend(alive)
         await runner.cancel_triggers()
-        await asyncio.sleep(1.0)  # the triggerer's own cadence: it cancels what is left on its next loop
+        # Until every cancelled trigger has ended, or for the triggerer's own cadence: it cancels what is
+        # left on its next loop, a second later.
+        await asyncio.wait([runner.triggers[t]["task"] for t in alive], timeout=1.0)
 
 
 @pytest.mark.skipif(

@@ -12,7 +12,6 @@ import asyncio
 import json
 import re
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -32,6 +31,7 @@ from tests.unit.triggers.test_poller import (
     submit,
     waiting_script,
 )
+from tests.waiting import wait_until
 
 _HUGE = "__HUGE_NUMBER__"
 POISON_LIVE: list[Any] = [
@@ -194,10 +194,8 @@ def test_a_deferred_sensor_through_dag_test_reads_its_job_while_a_foreign_record
 
     def release_after_poisoned_polls() -> None:
         """The job ends only once the deferred sensor's poller has read two poisoned lists."""
-        deadline = time.monotonic() + 120
-        while sum(proxy.poisoned.values()) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        go.touch()
+        wait_until(lambda: sum(proxy.poisoned.values()) >= 2, "two poisoned lists read", timeout=120, give_up=True)
+        go.touch()  # in any case: the test then says what went wrong
 
     releaser = threading.Thread(target=release_after_poisoned_polls, daemon=True)
     releaser.start()

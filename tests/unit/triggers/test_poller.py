@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from airflow_provider_slurmapi.triggers.poller import ClusterPoller, pollers_of_
 from airflow_provider_slurmapi.triggers.slurm import SlurmJobTrigger
 from tests.conftest import CLUSTER, connection_uri_env, emulator_config
 from tests.unit.triggers.rebuild import import_string
+from tests.waiting import wait_until, wait_until_async
 
 POLL = 0.2
 WAIT = 90.0  # only turns a hang into a failure
@@ -65,15 +65,7 @@ async def cancel(job_id: int, conn_id: str = "google_cloud_default") -> None:
 
 
 async def until(predicate: Callable[[], Any], what: str, timeout: float = WAIT) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if loop.time() > deadline:
-            pytest.fail(f"{what}: not reached within {timeout:.0f}s")
-        await asyncio.sleep(0.02)
+    return await wait_until_async(predicate, what, timeout=timeout, every=0.02)
 
 
 async def running(emulator: Any, *job_ids: int) -> None:
@@ -83,11 +75,7 @@ async def running(emulator: Any, *job_ids: int) -> None:
 
 def hold_the_loop_until(predicate: Callable[[], bool]) -> None:
     """Block the event loop (no poll can happen) until ``predicate()``; the emulator has its own thread."""
-    deadline = time.monotonic() + WAIT
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"not reached within {WAIT:.0f}s")
-        time.sleep(0.02)
+    wait_until(predicate, "the condition the loop is held for", timeout=WAIT, every=0.02)
 
 
 def make_trigger(job_id: int, **overrides: Any) -> SlurmJobTrigger:

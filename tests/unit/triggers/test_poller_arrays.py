@@ -4,7 +4,6 @@ watched together keep their own tasks, and a plain job beside them is unaffected
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHoo
 from airflow_provider_slurmapi.slurm.cluster import ClusterRef
 from airflow_provider_slurmapi.triggers.poller import ClusterPoller, Subscription
 from tests.conftest import CLUSTER, connection_uri_env
+from tests.waiting import wait_until, wait_until_async
 
 KEY = ClusterRef(CLUSTER["project_id"], CLUSTER["region"], CLUSTER["cluster_id"])
 
@@ -52,7 +52,8 @@ def test_two_arrays_and_a_job_on_one_poller(connected: Any) -> None:
         def picture() -> list[str]:
             return [poller._known[j].describe() for j in (a, b, plain)]
 
-        for _ in range(120):
+        async def one_round() -> bool:
+            """A poll round as the poller runs it; True once every watched job has finished."""
             connected.reset_calls()
             before = picture()
             await poller.poll_once()
@@ -63,9 +64,10 @@ def test_two_arrays_and_a_job_on_one_poller(connected: Any) -> None:
                 known = poller._known[array_id]
                 if not lines[array_id] or lines[array_id][-1] != known.describe():
                     lines[array_id].append(known.describe())
-            if all(poller._known[j].is_finished for j in (a, b, plain)):
-                break
-            await asyncio.sleep(0.25)
+            return all(poller._known[j].is_finished for j in (a, b, plain))
+
+        # The assertions below say what did not finish.
+        await wait_until_async(one_round, "every watched job finished", timeout=60, every=0.25, give_up=True)
         final = dict(poller._known)
         await async_hook.close()
         return final, calls, quiet, lines
@@ -99,11 +101,7 @@ def test_a_task_watched_by_its_own_id_beside_its_array(connected: Any) -> None:
             (j["job_id"] for j in connected.jobs() if j["array_task_id"] == 0 and j["state"] == "RUNNING"), None
         )
 
-    for _ in range(200):
-        task_job = started_task()
-        if task_job is not None:
-            break
-        time.sleep(0.05)
+    task_job = wait_until(started_task, "task 0 running", timeout=10, give_up=True)
     assert task_job is not None and task_job != array_id
 
     async def scenario() -> dict[int, Any]:
@@ -113,13 +111,15 @@ def test_a_task_watched_by_its_own_id_beside_its_array(connected: Any) -> None:
             seen = await async_hook.get_job(job_id)
             poller._subscriptions.setdefault(job_id, set()).add(Subscription(job_id, 3600, seen))
             poller._known[job_id] = seen  # type: ignore[assignment]
-        for _ in range(80):
+
+        async def one_round() -> bool:
             connected.reset_calls()
             await poller.poll_once()
             calls.append(connected.calls()["total"])
-            if all(poller._known[j].is_finished for j in (array_id, task_job)):
-                break
-            await asyncio.sleep(0.25)
+            return all(poller._known[j].is_finished for j in (array_id, task_job))
+
+        # The assertions below say what did not finish.
+        await wait_until_async(one_round, "both watched jobs finished", timeout=40, every=0.25, give_up=True)
         final = dict(poller._known)
         await async_hook.close()
         return final

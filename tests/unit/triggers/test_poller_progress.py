@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from airflow_provider_slurmapi.slurm.cluster import ClusterRef
 from airflow_provider_slurmapi.slurm.job_output import wrap_script
 from airflow_provider_slurmapi.triggers.poller import MAX_PROGRESS_READS, ClusterPoller, Subscription
 from tests.conftest import CLUSTER, connection_uri_env
+from tests.waiting import wait_until
 
 KEY = ClusterRef(CLUSTER["project_id"], CLUSTER["region"], CLUSTER["cluster_id"])
 
@@ -26,9 +26,7 @@ def _submit(emulator: Any, count: int, message: str) -> list[int]:
     for job_id in ids:
         emulator.wait_for_state(job_id, "RUNNING", 60)
         written = Path(emulator.config.workdir) / ".emulator" / f"job{job_id}.extra"  # the scontrol stand-in's
-        deadline = time.monotonic() + 60
-        while not written.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(written.exists, f"job {job_id}'s progress written", timeout=60, give_up=True)
     return ids
 
 
