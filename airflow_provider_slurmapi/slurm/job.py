@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, TypeVar
 
 from airflow_provider_slurmapi.slurm.array import MAX_TASK_ID, ArrayView
+from airflow_provider_slurmapi.slurm.controls import strip_controls
 from airflow_provider_slurmapi.slurm.errors import MalformedRecordError
-from airflow_provider_slurmapi.slurm.job_output import read_extra
-from airflow_provider_slurmapi.slurm.job_supervisor import strip_controls
+from airflow_provider_slurmapi.slurm.extra import read_extra
 from airflow_provider_slurmapi.slurm.states import (
     HasJobState,
     JobState,

@@ -22,25 +22,24 @@ Where the node has no ``python3`` at a system path (:data:`PYTHON_PATHS`, never 
 batch shell runs the script with ``exec`` (from a checked copy, unlinked before it starts), and ``extra``
 says that python3 was missing instead of the output. See ``docs/job-output.md``.
 
-:func:`read_extra` splits what a job record's ``extra`` says into that output and a progress message,
-with control sequences stripped (anyone may have set it).
+:func:`~airflow_provider_slurmapi.slurm.extra.read_extra` (the job side, which imports nothing of this
+module) splits what a job record's ``extra`` says into that output and a progress message.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from airflow_provider_slurmapi.slurm.job_supervisor import strip_controls
+from airflow_provider_slurmapi.slurm.extra import OUTPUT_MARKER
 from airflow_provider_slurmapi.slurm.sbatch import directive_lines
-from airflow_provider_slurmapi.slurm.values import clean_text
 
 EXTRA_LIMIT_BYTES = 1024
-OUTPUT_MARKER = "airflow-output:"
 PROGRESS_COMMAND = "slurm_progress"
 
 
@@ -103,24 +102,6 @@ PYTHON_PATHS: tuple[str, ...] = (
     "/bin/python3",
     "/usr/libexec/platform-python",
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ExtraReport:
-    """What a job's ``extra`` says: its last output (at the end) or its latest progress message."""
-
-    output: str | None = None
-    progress: str | None = None
-
-
-def read_extra(extra: str | None) -> ExtraReport:
-    """Split ``extra`` into the wrapper's output report or a progress message (anything else set there)."""
-    if not isinstance(extra, str) or not extra.strip():
-        return ExtraReport()
-    extra = strip_controls(clean_text(extra))  # no lone surrogates, no terminal control sequences
-    if extra.startswith(OUTPUT_MARKER):
-        return ExtraReport(output=extra[len(OUTPUT_MARKER) :].strip("\n"))
-    return ExtraReport(progress=extra.strip())
 
 
 def interpreter_of(script: str) -> list[str]:
@@ -239,8 +220,22 @@ def wrap_script(
     return wrapped.decode("utf-8", "surrogateescape")
 
 
+SUPERVISOR_MODULE = "airflow_provider_slurmapi.slurm.job_supervisor"
+# An import of one of the provider's modules in the supervisor: wrap_script puts that module's text there.
+_PROVIDER_IMPORT = re.compile(r"^from (airflow_provider_slurmapi(?:\.\w+)+) import [^\n]*$", re.MULTILINE)
+
+
+def _module_text(name: str) -> str:
+    """The source of one of the provider's modules, found without importing it (the supervisor is not)."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise ImportError(f"the supervisor needs {name}, which this installation lacks")
+    return Path(spec.origin).read_text(encoding="utf-8")
+
+
 def _supervisor_source() -> str:
-    source = (Path(__file__).parent / "job_supervisor.py").read_text(encoding="utf-8")
+    """The supervisor as the node runs it: one file, each provider import replaced by that module's text."""
+    source = _PROVIDER_IMPORT.sub(lambda found: _module_text(found[1]).rstrip("\n"), _module_text(SUPERVISOR_MODULE))
     return source if source.endswith("\n") else source + "\n"
 
 

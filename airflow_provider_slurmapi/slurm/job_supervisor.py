@@ -1,8 +1,8 @@
 """The supervisor that runs a wrapped batch script on the node (``report_output=True``).
 
 Not imported by the provider: :func:`~airflow_provider_slurmapi.slurm.job_output.wrap_script` embeds
-this file's text in the batch script, and the batch shell runs it with the node's ``python3``
-(3.6 or newer; only the standard library). It
+this file's text in the batch script (with :mod:`~airflow_provider_slurmapi.slurm.controls` inlined),
+and the batch shell runs it with the node's ``python3`` (3.6 or newer; only the standard library). It
 
 1. names itself ``slurmapi-wrap`` (its canary ``slurmapi-canary``), so a script's ``pkill python3`` or
    ``pkill -9 python3`` leaves them alone, as it would leave an unwrapped job's batch shell;
@@ -72,27 +72,9 @@ if [ -z "$SLURM_JOB_ID" ] || ! scontrol update JobId="$SLURM_JOB_ID" Extra="$_m"
 fi
 exit 0
 """
-_CONTROL = re.compile(
-    r"\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?"  # OSC ... BEL/ST (unterminated: to the end of its line only)
-    r"|\x1b[P^_X][^\x1b\n]*(?:\x1b\\)?"  # DCS, PM, APC, SOS ... ST (likewise)
-    r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # CSI (7- and 8-bit)
-    r"|\x9d[^\x07\x1b\x9c\n]*(?:\x07|\x9c|\x1b\\)?"  # 8-bit OSC
-    r"|\x1b[ -/]*[0-~]?"  # other escape sequences
-    r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"  # other C0/C1 controls (not \t \n \r)
-    # Unicode format controls a terminal does not show: the Arabic letter mark, Mongolian vowel separator,
-    # zero-width and directional marks, line and paragraph separators, bidi embeddings, overrides and
-    # isolates, invisible operators, the BOM (zero-width no-break space), interlinear annotations, tags.
-    "|[\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
-)
-
-
-def strip_controls(text: str) -> str:
-    """What a terminal would show of ``text``, as plain lines: escape sequences and controls removed."""
-    lines = []
-    for line in _CONTROL.sub("", text).split("\n"):
-        line = line.rstrip("\r")
-        lines.append(line.rsplit("\r", 1)[-1])  # a line rewritten with \r (progress bar): its last state
-    return "\n".join(lines)
+# wrap_script puts the text of every module imported so here in place of its import line: on the node the
+# supervisor stands alone, and the provider reads Extra with the same rule without importing this file.
+from airflow_provider_slurmapi.slurm.controls import CONTROL_SEQUENCES, strip_controls  # noqa: E402
 
 
 def secret_forms(secrets: List[str], min_length: int = 1) -> List[str]:
@@ -109,7 +91,7 @@ def secret_forms(secrets: List[str], min_length: int = 1) -> List[str]:
         for whole in (value, strip_controls(value)):
             if whole and len(whole) >= min_length:
                 forms.add(whole)
-            for piece in re.split(r"[\r\n]+", _CONTROL.sub("", whole)):
+            for piece in re.split(r"[\r\n]+", CONTROL_SEQUENCES.sub("", whole)):
                 if len(piece) >= floor:
                     forms.add(piece)
     return sorted(forms, key=len, reverse=True)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from airflow_provider_slurmapi.slurm.errors import ConfigurationError
 
-if TYPE_CHECKING:  # job.py reads sbatch.py, which reads spec.py, which reads this module
+if TYPE_CHECKING:  # the type only: the submit side may read the job side, never the reverse
     from airflow_provider_slurmapi.slurm.job import SlurmJob
 
 TAG_PREFIX = "airflow-ti="

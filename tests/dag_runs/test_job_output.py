@@ -68,7 +68,7 @@ def test_python_sets_progress_with_plain_scontrol(
 
 
 def test_output_over_the_limit_is_cut_to_its_last_lines(airflow_db: Any, gcp_connection: Any, capfd: Any) -> None:
-    from airflow_provider_slurmapi.slurm.job_output import read_extra
+    from airflow_provider_slurmapi.slurm.extra import read_extra
 
     state, job_id, out = _run("long_output", capfd, gcp_connection)
     assert state == "failed"

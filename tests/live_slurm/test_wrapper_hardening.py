@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_slurmapi._compat import sensitive_name_parts
+from airflow_provider_slurmapi.slurm.extra import read_extra
 from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.job_output import Redaction, read_extra, wrap_script
+from airflow_provider_slurmapi.slurm.job_output import Redaction, wrap_script
 from airflow_provider_slurmapi.slurm.job_supervisor import WINDOW_BYTES
 from tests.live_slurm.lab import LAB_CHROOT_TMP, Lab, V
 from tests.live_slurm.test_wrapper_live import _ended, _extra, _wait_for

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from airflow_provider_slurmapi.slurm.controls import strip_controls
+from airflow_provider_slurmapi.slurm.extra import read_extra
 from airflow_provider_slurmapi.slurm.job import SlurmJob
 from airflow_provider_slurmapi.slurm.job_output import (
     EXTRA_LIMIT_BYTES,
@@ -17,10 +19,9 @@ from airflow_provider_slurmapi.slurm.job_output import (
     interpreter_of,
     mentions_progress,
     posix_cksum,
-    read_extra,
     wrap_script,
 )
-from airflow_provider_slurmapi.slurm.job_supervisor import last_lines, mask_of, sensitive_values, strip_controls
+from airflow_provider_slurmapi.slurm.job_supervisor import last_lines, mask_of, sensitive_values
 from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo
 from tests.waiting import wait_until
 
