@@ -99,10 +99,13 @@ def _all_edges() -> list[Edge]:
 
 def _side(module: str) -> str:
     """The layer of a core module: its sub-package, else (flat layout) its row in FLAT_SIDES."""
+    if module == PREFIX:
+        return "top"
     rest = module.removeprefix(f"{PREFIX}.").split(".")
-    if len(rest) > 1:
-        return rest[0]
     subpackages = {path.parent.name for path in CORE.glob("*/__init__.py")}
+    if len(rest) > 1 or rest[0] in subpackages:
+        assert rest[0] in RANK or rest[0] == NODE, f"{module}: a sub-package test_layers.py does not rank"
+        return rest[0]
     if subpackages:
         return "top"  # the facade and the thin re-exports of old import paths
     sides = [side for side, names in FLAT_SIDES.items() if rest[0] in names]
