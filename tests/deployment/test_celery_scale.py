@@ -2,11 +2,14 @@
 2 triggerers, Redis), several clusters, processes killed and restarted (issue 24).
 
 Each scenario asserts on the jobs in Slurm (the real lab, through the gateways) and on the calls in the
-gateways' logs. Task counts are parameters (environment variables; defaults are the issue's numbers):
-``SLURMAPI_SCALE_TASKS`` (200, several clusters), ``SLURMAPI_FAILOVER_TASKS`` (100, a triggerer killed),
-``SLURMAPI_KILL_TASKS`` (60, a run marked failed), ``SLURMAPI_RESTART_TASKS`` (20, schedulers and Redis
-restarted), ``SLURMAPI_TAGKEY_TASKS`` (20, the tag key's first use). The jobs wait held in Slurm's queue
-(no CPU of the shared 2-CPU lab) until the scenario releases a few of them and cancels the rest.
+gateways' logs. Task processes are the cost (2 cores), so scenarios 5, 1, 4 and 2 share one wave of
+deferred tasks (``wave`` below); each keeps a test of its own that asserts on what the wave recorded for
+it. Task counts are parameters (environment variables; defaults are the issue's numbers):
+``SLURMAPI_SCALE_TASKS`` (200, the wave over 3 clusters), ``SLURMAPI_KILL_TASKS`` (60 of them, a run
+marked failed), ``SLURMAPI_FAILOVER_TASKS`` (100, the fewest still deferred when a triggerer is killed),
+``SLURMAPI_TAGKEY_TASKS`` (20, the tag key's first use, first on the fresh deployment). The jobs wait held
+in Slurm's queue (no CPU of the shared 2-CPU lab) until the scenario releases a few of them and cancels
+the rest.
 
 On the LocalExecutor deployments (Airflow before 3.3, or ``SLURMAPI_DEPLOYMENT_EXECUTOR=LocalExecutor``)
 these scenarios skip: they are about several workers and triggerers.
@@ -15,11 +18,15 @@ these scenarios skip: they are about several workers and triggerers.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import re
 import signal
 import time
+import traceback
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -34,7 +41,6 @@ DAG = "deploy_scale"
 SCALE_TASKS = int(os.environ.get("SLURMAPI_SCALE_TASKS", "200"))
 FAILOVER_TASKS = int(os.environ.get("SLURMAPI_FAILOVER_TASKS", "100"))
 KILL_TASKS = int(os.environ.get("SLURMAPI_KILL_TASKS", "60"))
-RESTART_TASKS = int(os.environ.get("SLURMAPI_RESTART_TASKS", "20"))
 TAGKEY_TASKS = int(os.environ.get("SLURMAPI_TAGKEY_TASKS", "20"))
 HEALTH_CHECK_THRESHOLD = 30.0  # [triggerer] triggerer_health_check_threshold: Airflow's default, not set here
 SLEEP = "#!/bin/bash\nsleep {seconds}\nexit 0\n"
@@ -223,43 +229,248 @@ def test_tag_key_first_use_by_tasks_on_two_workers_at_once_ends_with_one_key_and
     )
 
 
+# -- one wave of deferred tasks: scenarios 5, 1, 4 and 2, in that order ---------------------------------
+# Task processes are what these scenarios cost (each submit and each resume is one on 2 cores), so four
+# of them share one wave of SCALE_TASKS deferred tasks over the 3 clusters, started as two runs: "wave"
+# (SCALE_TASKS - KILL_TASKS tasks) and "killrun" (KILL_TASKS). The module-scoped fixture ``wave`` drives
+# it in phases and records what each saw; each scenario's test then asserts on its phases, so a failure
+# names the scenario (and a phase that raised fails the tests that need it, with its traceback):
+#   restarts  both schedulers and Redis restarted once the wave is under way (some tasks deferred, the
+#             rest queued or submitting), then every task deferred with exactly one job;       scenario 5
+#   calls     all SCALE_TASKS deferred and polled: the jobs/state calls each cluster gets per interval;  1
+#   kill      "killrun" marked failed, its triggers on both triggerers: every job CANCELLED;            4
+#   failover  the triggerer holding most of "wave" SIGKILLed (FAILOVER_TASKS or more still deferred);   2
+#   end       one job per cluster released, the rest cancelled: each task ends with its job's state.
+WAVE_PHASES = ("restarts", "calls", "kill", "failover", "end")
+
+
+@dataclass
+class Wave:
+    """What the shared wave did, phase by phase (see above)."""
+
+    clusters: list[Cluster]
+    runs: dict[str, str] = field(default_factory=dict)  # "wave" / "killrun" -> run id
+    jobs: dict[str, dict[int, tuple[str, int]]] = field(default_factory=dict)  # run name -> one job per task
+    facts: dict[str, Any] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)  # phase -> the traceback it ended with
+    done: set[str] = field(default_factory=set)
+
+    @contextlib.contextmanager
+    def phase(self, name: str, *needs: str) -> Iterator[bool]:
+        """Runs the body (``yield True``) only if the phases it needs ended well; records how it ended."""
+        if any(n not in self.done for n in needs):
+            yield False
+            return
+        try:
+            yield True
+        except Exception:
+            self.errors[name] = traceback.format_exc()
+        else:
+            self.done.add(name)
+
+    def check(self, *phases: str) -> None:
+        """Fail the calling scenario if a phase it asserts on raised or never ran."""
+        for name in phases:
+            if name in self.errors:
+                pytest.fail(f"wave phase {name!r} failed:\n{self.errors[name]}", pytrace=False)
+            if name not in self.done:
+                pytest.fail(f"wave phase {name!r} did not run (phases that failed: {sorted(self.errors)})")
+
+    def ids(self, run: str) -> list[int]:
+        return [job_id for _, job_id in sorted(self.jobs[run].values())]
+
+
+def _restarts(w: Wave, deployment: Deployment, lab: Lab) -> None:
+    counts = {"wave": SCALE_TASKS - KILL_TASKS, "killrun": KILL_TASKS}
+    for name, count in counts.items():
+        w.runs[name] = start_run(deployment, name, count, clusters=len(w.clusters))
+
+    def deferred() -> int:
+        return sum(ti_states(deployment, run).get("deferred", 0) for run in w.runs.values())
+
+    wait_for(lambda: deferred() > 0, "the wave under way", timeout=300, every=1.0)
+    before: collections.Counter[str] = collections.Counter()
+    for run in w.runs.values():
+        before.update(ti_states(deployment, run))
+    assert deployment.redis is not None
+    deployment.redis.restart()  # queued task messages are lost with it
+    deployment.restart_component("scheduler")
+    deployment.restart_component("scheduler-2")
+    w.facts["before restart"] = dict(before)
+    for name, count in counts.items():
+        wait_deferred(deployment, w.runs[name], count)
+        w.jobs[name] = one_job_each(w.clusters, w.runs[name], count)
+    w.facts["states after restart"] = states(lab, w.ids("wave") + w.ids("killrun"))
+
+
+def _calls(w: Wave, deployment: Deployment) -> None:
+    jobs = {**{(r, i): j for r in w.jobs for i, j in w.jobs[r].items()}}
+    w.facts["misplaced"] = [
+        (run, index, cluster_id)
+        for (run, index), (cluster_id, _) in jobs.items()
+        if cluster_id != w.clusters[index % len(w.clusters)].cluster_id  # task i on cluster i % 3, no other
+    ]
+    wait_polled(w.clusters, {job_id for _, job_id in jobs.values()})
+    held = {(run, i): h for run, run_id in w.runs.items() for i, h in holders(deployment, run_id).items()}
+    w.facts["holders per cluster"] = {
+        c.cluster_id: {held[k] for k, (cid, _) in jobs.items() if cid == c.cluster_id} - {None} for c in w.clusters
+    }
+    w.facts["calls per interval"] = calls_per_interval(w.clusters)
+    w.facts["calls by kind"] = {c.cluster_id: dict(c.gateway.calls()["by_kind"]) for c in w.clusters}
+
+
+def _kill(w: Wave, deployment: Deployment, lab: Lab) -> None:
+    run, ids = w.runs["killrun"], w.ids("killrun")
+    w.facts["kill spread"] = collections.Counter(holders(deployment, run).values())
+    for c in w.clusters:
+        c.gateway.config.latency = 0.3  # Google's token endpoint and API are not on loopback
+    try:
+        for c in w.clusters:
+            c.gateway.reset_calls()
+        killed = time.monotonic()
+        deployment.patch_run(DAG, run, "failed")
+        deadline = killed + 2 * POLL_INTERVAL
+        wait_for(
+            lambda: states(lab, ids)["CANCELLED"] == len(ids) or time.monotonic() > deadline + 60,
+            "the kill answered",
+            timeout=300,
+            every=0.5,
+        )
+        w.facts["kill seconds"] = time.monotonic() - killed
+        w.facts["kill calls"] = {c.cluster_id: dict(c.gateway.calls()["by_kind"]) for c in w.clusters}
+    finally:
+        for c in w.clusters:
+            c.gateway.config.latency = 0.0
+    w.facts["kill states"] = states(lab, ids)
+    w.facts["kill jobs after"] = one_job_each(w.clusters, run, len(ids))
+
+
+def _failover(w: Wave, deployment: Deployment, lab: Lab) -> None:
+    run, jobs = w.runs["wave"], w.jobs["wave"]
+    w.facts["failover deferred"] = ti_states(deployment, run).get("deferred", 0)
+    held = holders(deployment, run)
+    victim_host, moved = collections.Counter(h for h in held.values() if h).most_common(1)[0]
+    victim = next(n for n in ("triggerer", "triggerer-2") if hostname_of(n) == victim_host)
+    survivor = next(n for n in ("triggerer", "triggerer-2") if n != victim)
+    w.facts["failover moved"] = [i for i, h in held.items() if h == victim_host]
+    triggerer = deployment.component(victim)
+    killed = time.monotonic()
+    triggerer.signal(signal.SIGKILL)
+    triggerer.proc.wait(30)
+    try:
+        wait_for(
+            lambda: set(holders(deployment, run).values()) == {hostname_of(survivor)},
+            f"every trigger of {run} on {survivor}",
+            timeout=4 * HEALTH_CHECK_THRESHOLD,  # only turns a hang into a failure; the figure is the time
+            every=1.0,
+        )
+        w.facts["failover reassigned"] = time.monotonic() - killed
+        wait_polled(w.clusters, {jobs[i][1] for i in w.facts["failover moved"]})
+        w.facts["failover resumed"] = time.monotonic() - killed
+    finally:
+        deployment.start_triggerer(victim)  # the scenarios after this one need two triggerers
+    figure(
+        f"triggerer failover, {w.facts['failover deferred']} deferred: triggers held by the killed triggerer",
+        f"{moved}/{len(jobs)}",
+    )
+    figure(
+        "triggerer failover: seconds from SIGKILL to reassigned / to every moved job polled "
+        f"(health-check threshold {HEALTH_CHECK_THRESHOLD:.0f}s)",
+        f"{w.facts['failover reassigned']:.1f} / {w.facts['failover resumed']:.1f}",
+    )
+    w.facts["failover states"] = states(lab, w.ids("wave"))
+    w.facts["failover jobs after"] = one_job_each(w.clusters, run, len(jobs))
+
+
+def _end(w: Wave, deployment: Deployment, lab: Lab) -> None:
+    """One job per cluster runs to its end, an administrator cancels the rest."""
+    run, jobs = w.runs["wave"], w.jobs["wave"]
+    first = {cid: job_id for _, (cid, job_id) in sorted(jobs.items(), reverse=True)}
+    released = list(first.values())
+    end_jobs(lab, released + [j for j in w.ids("wave") if j not in released], release=len(released))
+    assert_tasks_end_with_their_jobs(deployment, lab, run, jobs, released)
+    w.facts["end jobs after"] = {r: one_job_each(w.clusters, w.runs[r], len(w.jobs[r])) for r in w.runs}
+    w.facts["end states"] = states(lab, w.ids("wave"))
+    w.facts["killrun tis"] = ti_states(deployment, w.runs["killrun"])
+    # A moved trigger says what it says at start once more, and never more than that.
+    w.facts["moved logs"] = {
+        index: job_log_lines(deployment, run, index, jobs[index][1]) for index in w.facts.get("failover moved", [])[:20]
+    }
+
+
+@pytest.fixture(scope="module")
+def wave(deployment: Deployment, cluster_gateways: list[Cluster], lab: Lab) -> Wave:
+    if SCALE_TASKS - KILL_TASKS < FAILOVER_TASKS:
+        raise pytest.UsageError(
+            f"SLURMAPI_SCALE_TASKS={SCALE_TASKS} leaves {SCALE_TASKS - KILL_TASKS} deferred after the run of "
+            f"SLURMAPI_KILL_TASKS={KILL_TASKS}, fewer than SLURMAPI_FAILOVER_TASKS={FAILOVER_TASKS}: raise it"
+        )
+    w = Wave(cluster_gateways)
+    started = time.monotonic()
+    with w.phase("restarts") as go:
+        if go:
+            _restarts(w, deployment, lab)
+    with w.phase("calls", "restarts") as go:
+        if go:
+            _calls(w, deployment)
+    with w.phase("kill", "restarts") as go:
+        if go:
+            _kill(w, deployment, lab)
+    with w.phase("failover", "restarts") as go:
+        if go:
+            _failover(w, deployment, lab)
+    with w.phase("end", "restarts") as go:
+        if go:
+            _end(w, deployment, lab)
+    per_cluster = collections.Counter(cid for r in w.jobs.values() for cid, _ in r.values())
+    figure(f"wave of {SCALE_TASKS} deferred tasks: jobs seen in Slurm per cluster", dict(per_cluster))
+    figure(f"wave of {SCALE_TASKS} deferred tasks: seconds for the whole wave", f"{time.monotonic() - started:.0f}")
+    return w
+
+
 # -- 1. many tasks, several clusters --------------------------------------------------------------------
 def test_many_deferred_tasks_over_three_clusters_one_call_per_cluster_per_triggerer_and_each_ends_with_its_job(
-    deployment: Deployment, cluster_gateways: list[Cluster], lab: Lab
+    wave: Wave,
 ) -> None:
-    count, clusters = SCALE_TASKS, cluster_gateways
-    run = start_run(deployment, "clusters", count, clusters=len(clusters))
-    wait_deferred(deployment, run, count)
-    jobs = one_job_each(clusters, run, count)
-    for index, (cluster_id, _) in jobs.items():  # task i went to cluster i % 3, and to no other
-        assert cluster_id == clusters[index % len(clusters)].cluster_id, (index, cluster_id)
-    wait_polled(clusters, {job_id for _, job_id in jobs.values()})
-
-    held = holders(deployment, run)
-    per_cluster_holders = {
-        c.cluster_id: {held[i] for i, (cid, _) in jobs.items() if cid == c.cluster_id} - {None} for c in clusters
-    }
-    rates = calls_per_interval(clusters)
+    wave.check("restarts", "calls")
+    count, clusters = SCALE_TASKS, wave.clusters
+    rates, per_cluster_holders = wave.facts["calls per interval"], wave.facts["holders per cluster"]
     for c in clusters:
         figure(
             f"{count} deferred tasks over {len(clusters)} clusters: {c.cluster_id} jobs/state calls per interval",
             f"{rates[c.cluster_id]:.2f} (triggerers holding its triggers: {sorted(per_cluster_holders[c.cluster_id])})",
         )
+    assert not wave.facts["misplaced"], wave.facts["misplaced"][:20]
     for c in clusters:
         # One poller per cluster in each triggerer that holds some of its triggers (+1 round in flight).
         assert rates[c.cluster_id] <= len(per_cluster_holders[c.cluster_id]) + 1 / 3, (rates, per_cluster_holders)
         # Per-job reads only for jobs whose state changed, never one per job per interval.
-        kinds = c.gateway.calls()["by_kind"]
+        kinds = wave.facts["calls by kind"][c.cluster_id]
         assert kinds.get("job-get", 0) + kinds.get("jobs", 0) < count // len(clusters), kinds
+    # Each task ends with its own job's state, on its own cluster; the ends submitted nothing.
+    wave.check("end")
+    assert wave.facts["end jobs after"] == {r: wave.jobs[r] for r in wave.runs}
 
-    # One job per cluster runs to its end, the rest are cancelled by an administrator: each task ends with
-    # its own job's state, on its own cluster.
-    first = {cid: job_id for _, (cid, job_id) in sorted(jobs.items(), reverse=True)}
-    ids = [job_id for _, job_id in sorted(jobs.values())]
-    released = list(first.values())
-    end_jobs(lab, released + [j for j in ids if j not in released], release=len(released))
-    assert_tasks_end_with_their_jobs(deployment, lab, run, jobs, released)
-    assert one_job_each(clusters, run, count) == jobs  # the ends submitted nothing
+
+# -- 4. a run is marked failed ----------------------------------------------------------------------------
+def test_a_run_marked_failed_with_its_triggers_on_both_triggerers_cancels_every_job_within_two_polls(
+    wave: Wave,
+) -> None:
+    wave.check("restarts", "kill")
+    count, spread = KILL_TASKS, wave.facts["kill spread"]
+    final, seconds = wave.facts["kill states"], wave.facts["kill seconds"]
+    figure(f"run of {count} marked failed: triggers per triggerer", dict(spread))
+    figure(
+        f"run of {count} marked failed: jobs cancelled / seconds to the last",
+        f"{final['CANCELLED']}/{count} {seconds:.1f}",
+    )
+    assert set(spread) == {hostname_of("triggerer"), hostname_of("triggerer-2")}, spread
+    assert final == {"CANCELLED": count}, final
+    # Within two polls (10 s), counted rather than timed: every job CANCELLED before either triggerer's
+    # fourth jobs/state round on its cluster (rounds at 0, 1 and 2 intervals after the kill).
+    for cluster_id, calls in wave.facts["kill calls"].items():
+        assert calls.get("jobs-state", 0) <= 2 * 3, (cluster_id, calls, f"{seconds:.1f}s")
+    assert wave.facts["kill jobs after"] == wave.jobs["killrun"]
 
 
 # -- 2. a triggerer dies --------------------------------------------------------------------------------
@@ -280,102 +491,40 @@ def job_log_lines(deployment: Deployment, run: str, index: int, job_id: int) -> 
 
 
 def test_a_triggerer_sigkilled_with_deferred_tasks_its_triggers_resume_on_the_other_no_job_lost_or_doubled(
-    deployment: Deployment, cluster_gateways: list[Cluster], lab: Lab
+    wave: Wave,
 ) -> None:
-    count, clusters = FAILOVER_TASKS, cluster_gateways[:1]
-    run = start_run(deployment, "failover", count)
-    wait_deferred(deployment, run, count)
-    jobs = one_job_each(clusters, run, count)
-    wait_polled(clusters, {job_id for _, job_id in jobs.values()})
-    held = holders(deployment, run)
-    victim_host, moved = collections.Counter(h for h in held.values() if h).most_common(1)[0]
-    victim = next(n for n in ("triggerer", "triggerer-2") if hostname_of(n) == victim_host)
-    survivor = next(n for n in ("triggerer", "triggerer-2") if n != victim)
-    figure(f"triggerer failover, {count} deferred: triggers held by the killed triggerer", f"{moved}/{count}")
-
-    triggerer = deployment.component(victim)
-    killed = time.monotonic()
-    triggerer.signal(signal.SIGKILL)
-    triggerer.proc.wait(30)
-    try:
-        wait_for(
-            lambda: set(holders(deployment, run).values()) == {hostname_of(survivor)},
-            f"every trigger of {run} on {survivor}",
-            timeout=4 * HEALTH_CHECK_THRESHOLD,  # only turns a hang into a failure; the figure is the time
-            every=1.0,
-        )
-        reassigned = time.monotonic() - killed
-        moved_ids = {jobs[i][1] for i, h in held.items() if h == victim_host}
-        wait_polled(clusters, moved_ids)
-        resumed = time.monotonic() - killed
-    finally:
-        deployment.start_triggerer(victim)  # the other scenarios need two triggerers, whatever happens here
-    figure(
-        f"triggerer failover, {count} deferred: seconds from SIGKILL to reassigned / to every moved job polled "
-        f"(health-check threshold {HEALTH_CHECK_THRESHOLD:.0f}s)",
-        f"{reassigned:.1f} / {resumed:.1f}",
-    )
-    assert states(lab, [j for _, j in jobs.values()]) == {"PENDING": count}  # none lost, none cancelled
-    assert one_job_each(clusters, run, count) == jobs
-
-    ids = [job_id for _, job_id in sorted(jobs.values())]
-    released, _ = end_jobs(lab, ids, release=min(5, count))
-    assert_tasks_end_with_their_jobs(deployment, lab, run, jobs, released)
-    assert one_job_each(clusters, run, count) == jobs
-    # A moved trigger says what it says at start once more, and never more than that.
+    wave.check("restarts", "failover")
+    count = len(wave.jobs["wave"])
+    assert wave.facts["failover deferred"] >= FAILOVER_TASKS, wave.facts["failover deferred"]
+    assert wave.facts["failover states"] == {"PENDING": count}  # none lost, none cancelled
+    assert wave.facts["failover jobs after"] == wave.jobs["wave"]
+    wave.check("end")  # every task ended with its job's state, no job submitted twice, none left running
+    assert wave.facts["end jobs after"]["wave"] == wave.jobs["wave"]
+    assert wave.facts["end states"]["PENDING"] == wave.facts["end states"]["RUNNING"] == 0, wave.facts["end states"]
     repeats: dict[int, tuple[int, str]] = {}
-    for index in [i for i, h in held.items() if h == victim_host][:20]:
-        lines = job_log_lines(deployment, run, index, jobs[index][1])
+    for index, lines in wave.facts["moved logs"].items():
         started = [line for line in lines if line.startswith("trigger ")]
         assert started and lines[started[0]] == 2, lines  # started on each triggerer, once
         line, times = lines.most_common(1)[0]
         repeats[index] = (times, line)
+    assert repeats, "no moved task's log read"
     worst = max(repeats.values())
     figure("triggerer failover: most times one line repeats in a moved task's log", f"{worst[0]} ({worst[1][:80]})")
     assert worst[0] <= 2, repeats
 
 
-# -- 4. a run is marked failed ----------------------------------------------------------------------------
-def test_a_run_marked_failed_with_its_triggers_on_both_triggerers_cancels_every_job_within_two_polls(
-    deployment: Deployment, cluster_gateways: list[Cluster], lab: Lab
-) -> None:
-    count, clusters = KILL_TASKS, cluster_gateways[:1]
-    run = start_run(deployment, "killrun", count)
-    wait_deferred(deployment, run, count)
-    jobs = one_job_each(clusters, run, count)
-    ids = [job_id for _, job_id in jobs.values()]
-    wait_polled(clusters, set(ids))
-    spread = collections.Counter(holders(deployment, run).values())
-    figure(f"run of {count} marked failed: triggers per triggerer", dict(spread))
-    assert set(spread) == {hostname_of("triggerer"), hostname_of("triggerer-2")}, spread
-
-    gateway = clusters[0].gateway
-    gateway.config.latency = 0.3  # Google's token endpoint and API are not on loopback
-    try:
-        gateway.reset_calls()
-        killed = time.monotonic()
-        deployment.patch_run(DAG, run, "failed")
-        deadline = killed + 2 * POLL_INTERVAL
-        wait_for(
-            lambda: states(lab, ids)["CANCELLED"] == count or time.monotonic() > deadline + 60,
-            "the kill answered",
-            timeout=300,
-            every=0.5,
-        )
-        seconds = time.monotonic() - killed
-        calls = dict(gateway.calls()["by_kind"])
-    finally:
-        gateway.config.latency = 0.0
-    final = states(lab, ids)
+# -- 5. restarts --------------------------------------------------------------------------------------------
+def test_both_schedulers_and_redis_restarted_mid_run_nothing_lost_or_duplicated(wave: Wave) -> None:
+    wave.check("restarts")
     figure(
-        f"run of {count} marked failed: jobs cancelled / seconds to the last",
-        f"{final['CANCELLED']}/{count} {seconds:.1f}",
+        f"restarts mid-run of {SCALE_TASKS}: task states when Redis and both schedulers restarted",
+        wave.facts["before restart"],
     )
-    assert final == {"CANCELLED": count}, final
-    # Within two polls (10 s), counted rather than timed: every job CANCELLED before either triggerer's
-    # fourth jobs/state round (rounds at 0, 1 and 2 intervals after the kill).
-    assert calls.get("jobs-state", 0) <= 2 * 3, (calls, f"{seconds:.1f}s")
-    assert one_job_each(clusters, run, count) == jobs
+    # Every task deferred with one job (checked as the phase ended), and every job still held in the queue.
+    assert wave.facts["states after restart"] == {"PENDING": SCALE_TASKS}, wave.facts["states after restart"]
+    wave.check("end")  # then every task ended with its own job's state, and nothing was submitted again
+    assert wave.facts["end jobs after"] == {r: wave.jobs[r] for r in wave.runs}
+    assert wave.facts["killrun tis"] == {"failed": KILL_TASKS}, wave.facts["killrun tis"]
 
 
 # -- 3. a worker dies ---------------------------------------------------------------------------------------
@@ -446,33 +595,3 @@ def test_a_celery_worker_sigkilled_while_its_submit_answer_is_late_leaves_exactl
     )
     outcome = _retry_outcome(deployment, gateway, lab, dag, run, job_id)
     figure(f"{name} SIGKILLed while its submit's answer was late", outcome)
-
-
-# -- 5. restarts --------------------------------------------------------------------------------------------
-def test_both_schedulers_and_redis_restarted_mid_run_nothing_lost_or_duplicated(
-    deployment: Deployment, cluster_gateways: list[Cluster], lab: Lab
-) -> None:
-    count, clusters = RESTART_TASKS, cluster_gateways[:1]
-    run = start_run(deployment, "restarts", count)
-    wait_for(
-        lambda: (
-            0 < ti_states(deployment, run).get("deferred", 0) < count
-            or ti_states(deployment, run).get("deferred") == count
-        ),
-        "the run under way",
-        timeout=300,
-        every=1.0,
-    )
-    before = dict(ti_states(deployment, run))
-    assert deployment.redis is not None
-    deployment.redis.restart()  # queued task messages are lost with it
-    deployment.restart_component("scheduler")
-    deployment.restart_component("scheduler-2")
-    figure(f"restarts mid-run of {count}: task states when Redis and both schedulers restarted", before)
-    wait_deferred(deployment, run, count)
-    jobs = one_job_each(clusters, run, count)
-    ids = [job_id for _, job_id in sorted(jobs.values())]
-    assert states(lab, ids) == {"PENDING": count}
-    released, _ = end_jobs(lab, ids, release=min(3, count))
-    assert_tasks_end_with_their_jobs(deployment, lab, run, jobs, released)
-    assert one_job_each(clusters, run, count) == jobs

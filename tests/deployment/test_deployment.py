@@ -249,6 +249,11 @@ def test_a_hundred_mapped_deferred_tasks_two_triggerers_one_call_each_then_kille
             f"Airflow {airflow_version_text()}: before 3.3 the triggerer gives a killed trigger no on_kill (each "
             "cancels alone after safe_to_cancel); the 100-task run is kept to 3.3 to keep CI's time"
         )
+    if deployment.celery:
+        pytest.skip(
+            "the Celery deployment's wave (test_celery_scale.py: 200 deferred tasks over 3 clusters, a run of 60 "
+            "marked failed over both triggerers) asserts the same calls per interval and kill within two polls"
+        )
     count = 100
     # The Celery deployment runs two triggerers already; the LocalExecutor one gets its second here.
     second = deployment.start_triggerer("triggerer-2") if len(deployment.running("triggerer")) < 2 else None
