@@ -165,6 +165,11 @@ test: install slurm-lab-up
 	$(call TIMED,unit-emulator-dag-runs+slurm+slurm-26.05,$(MAKE) --no-print-directory -j3 --output-sync=target \
 		test-fast test-slurm test-slurm-26)
 	$(call TIMED,deployment-3.3,$(MAKE) --no-print-directory test-deployment)
+	$(call TIMED,deployment-3.2+airflow-2.11,$(MAKE) --no-print-directory -j2 --output-sync=target test-deployment-airflow3x test-airflow2)
+	$(call TIMED,deployment-2.11+airflow-2.10.5,$(MAKE) --no-print-directory -j2 --output-sync=target test-deployment-airflow2 test-airflow2105)
+	$(call TIMED,deployment-2.10.5+package+airflow-3.1+3.4,$(MAKE) --no-print-directory -j2 --output-sync=target \
+		test-deployment-airflow2105 pins test-airflow31 test-airflow34)
+
 ## A real deployment on the real Slurm lab, driven through the REST API; prints the FIGURE lines it
 ## measures. On 3.3 it runs as Cloud Composer 3 does (tests/deployment/harness.py): PostgreSQL, the
 ## CeleryExecutor on a Redis broker, 2 Celery workers, 2 schedulers, 2 triggerers, a dag-processor and the
