@@ -566,6 +566,11 @@ def bench_multiproc(
         "per_cluster": per_cluster,
         "emulator_jobs_state_per_interval": shared_calls["by_kind"].get("jobs-state", 0) / windows,
         "emulator_calls_per_interval": shared_calls["total"] / windows,
+        "emulator_calls_by_kind_per_interval": {
+            kind: count / windows
+            for kind, count in shared_calls["by_kind"].items()
+            if kind not in ("total", "answer_bytes") and count
+        },
         "peer_calls_per_interval": peer_calls["total"] / (peer_wall / interval),
     }
     for variant, results, count in (("shared", shared, n), ("peer", peer, peer_n)):
@@ -594,6 +599,8 @@ def report_multiproc(
         f"   emulator: {result['emulator_jobs_state_per_interval']:.1f} jobs/state calls per interval over {clusters} clusters "
         f"({result['emulator_calls_per_interval']:.1f} calls in all); peer baseline {result['peer_calls_per_interval']:.1f}"
     )
+    by_kind = ", ".join(f"{k} {v:.1f}" for k, v in sorted(result["emulator_calls_by_kind_per_interval"].items()))
+    print(f"   emulator calls per interval by kind (shared side): {by_kind}")
     print(f"   {'process':<10}{'triggers':>9}{'CPU ms/int':>12}{'CPU us/int/trigger':>20}{'lag p99 ms':>12}")
     for variant, count in (("shared", n), ("peer", peer_n)):
         for r in result[variant]:
