@@ -29,7 +29,13 @@ from airflow_provider_slurmapi.slurm.errors import (
     refused_submit,
 )
 from airflow_provider_slurmapi.slurm.job import SlurmJob, record_job_id, slurm_number
-from airflow_provider_slurmapi.slurm.states import JobStateInfo, is_job_state_shape, parse_job_state, state_of_names
+from airflow_provider_slurmapi.slurm.states import (
+    JobStateInfo,
+    is_job_state_shape,
+    parse_job_state,
+    state_of_name,
+    state_of_names,
+)
 from airflow_provider_slurmapi.slurm.values import as_int, clean_text, preview
 
 log = logging.getLogger(__name__)
@@ -145,10 +151,12 @@ def read_job_states(response: SlurmResponse) -> dict[int, JobStateInfo]:
         if isinstance(item, dict):
             raw_id, raw_state = item.get("job_id"), item.get("state")
             if type(raw_id) is str and type(raw_state) is list and _SHORT_DIGITS.fullmatch(raw_id):
-                names = tuple(raw_state)
                 number = int(raw_id)
-                if number > 0 and all(type(name) is str for name in names):
-                    states[number] = state_of_names(names)
+                if number > 0 and len(raw_state) == 1 and type(raw_state[0]) is str:
+                    states[number] = state_of_name(raw_state[0])  # no tuple a record: nothing for the collector
+                    continue
+                if number > 0 and all(type(name) is str for name in raw_state):
+                    states[number] = state_of_names(tuple(raw_state))
                     continue
         job_id = record_job_id(item)
         if job_id is None and isinstance(item, Mapping) and _is_task_entry(item.get("job_id")):

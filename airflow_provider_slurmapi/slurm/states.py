@@ -121,6 +121,12 @@ def parse_job_state(raw: object) -> JobStateInfo:
 
 
 @functools.lru_cache(maxsize=1024)
+def state_of_name(name: str) -> JobStateInfo:
+    """The state of a single name (``["PENDING"]``, most records), remembered like :func:`state_of_names`."""
+    return state_of_names((name,))
+
+
+@functools.lru_cache(maxsize=1024)
 def state_of_names(items: tuple[str, ...]) -> JobStateInfo:
     """The state of these names, remembered: a poll of thousands of jobs meets a handful of distinct
     states, and :class:`JobStateInfo` is immutable, so each is folded once and shared."""
