@@ -651,6 +651,14 @@ def bench_restart(sizes: str) -> bool:
     return subprocess.run([sys.executable, str(script), "--n", sizes], check=False).returncode == 0
 
 
+# -- job readers ------------------------------------------------------------------------------------
+def bench_readers(n: int) -> bool:
+    """``bench/reader_cost.py`` in its own process: CPU per record against commit a54c149's readers."""
+    print("\njob readers: CPU per record, this tree against a54c149 (same answers, same run)")
+    script = Path(__file__).resolve().parent / "reader_cost.py"
+    return subprocess.run([sys.executable, str(script), "--n", str(n)], check=False).returncode == 0
+
+
 # -- main ---------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -658,7 +666,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", help="comma list of trigger counts (default 1,100,1000,5000; quick: 1,100)")
     parser.add_argument(
         "--only",
-        choices=("fanin", "multiproc", "parse", "hook", "start", "pollcost", "lag", "progress", "arrays", "restart"),
+        choices=(
+            "fanin",
+            "multiproc",
+            "parse",
+            "hook",
+            "start",
+            "pollcost",
+            "lag",
+            "progress",
+            "arrays",
+            "restart",
+            "readers",
+        ),
         action="append",
         help="run only these (repeatable)",
     )
@@ -690,7 +710,19 @@ def main(argv: list[str] | None = None) -> int:
     parse_repeats = args.parse_repeats or (2 if args.quick else 3)
     only = set(
         args.only
-        or ("fanin", "multiproc", "parse", "hook", "start", "pollcost", "lag", "progress", "arrays", "restart")
+        or (
+            "fanin",
+            "multiproc",
+            "parse",
+            "hook",
+            "start",
+            "pollcost",
+            "lag",
+            "progress",
+            "arrays",
+            "restart",
+            "readers",
+        )
     )
     start_qs = [int(x) for x in (args.start_q or ("0,1000" if args.quick else "0,1000,10000")).split(",")]
     start_n = args.start_n or (50 if args.quick else 500)
@@ -736,6 +768,7 @@ def main(argv: list[str] | None = None) -> int:
         progress_ok = bench_progress("1,9" if args.quick else "1,8,9,60") if "progress" in only else None
         arrays_ok = (bench_arrays(100, 20) if args.quick else bench_arrays(1000, 100)) if "arrays" in only else None
         restart_ok = bench_restart("1,100" if args.quick else "1,100,1000") if "restart" in only else None
+        readers_ok = bench_readers(500 if args.quick else 5000) if "readers" in only else None
 
     print("\n" + "=" * 118)
     if fanin_rows:
@@ -758,6 +791,8 @@ def main(argv: list[str] | None = None) -> int:
         goals.append(("arrays: one call per poll interval while an array runs, whatever its tasks", arrays_ok))
     if restart_ok is not None:
         goals.append(("restart: a triggerer restart reads its N first-seen jobs in <= 4 calls, whatever N", restart_ok))
+    if readers_ok is not None:
+        goals.append(("readers: CPU per record no worse than a54c149's (jobs/ and jobs/state/)", readers_ok))
     print("\nGoals:")
     for text, ok in goals:
         print(f"   {verdict(ok)}  {text}")
