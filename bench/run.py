@@ -660,25 +660,16 @@ def bench_readers(n: int) -> bool:
 
 
 # -- main ---------------------------------------------------------------------------------------------
+PARTS = ("fanin", "multiproc", "parse", "hook", "start", "pollcost", "lag", "progress", "arrays", "restart", "readers")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smoke run: N=1,100, one run each, short windows")
     parser.add_argument("--n", help="comma list of trigger counts (default 1,100,1000,5000; quick: 1,100)")
     parser.add_argument(
         "--only",
-        choices=(
-            "fanin",
-            "multiproc",
-            "parse",
-            "hook",
-            "start",
-            "pollcost",
-            "lag",
-            "progress",
-            "arrays",
-            "restart",
-            "readers",
-        ),
+        choices=PARTS,
         action="append",
         help="run only these (repeatable)",
     )
@@ -708,22 +699,7 @@ def main(argv: list[str] | None = None) -> int:
     intervals = args.intervals or (3 if args.quick else 4)
     repeats = args.repeats or (1 if args.quick else 3)
     parse_repeats = args.parse_repeats or (2 if args.quick else 3)
-    only = set(
-        args.only
-        or (
-            "fanin",
-            "multiproc",
-            "parse",
-            "hook",
-            "start",
-            "pollcost",
-            "lag",
-            "progress",
-            "arrays",
-            "restart",
-            "readers",
-        )
-    )
+    only = set(args.only or PARTS)
     start_qs = [int(x) for x in (args.start_q or ("0,1000" if args.quick else "0,1000,10000")).split(",")]
     start_n = args.start_n or (50 if args.quick else 500)
     baseline_n = args.baseline_n or (3 if args.quick else 10)
