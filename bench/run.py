@@ -566,6 +566,11 @@ def bench_multiproc(
         "per_cluster": per_cluster,
         "emulator_jobs_state_per_interval": shared_calls["by_kind"].get("jobs-state", 0) / windows,
         "emulator_calls_per_interval": shared_calls["total"] / windows,
+        "emulator_calls_by_kind_per_interval": {
+            kind: count / windows
+            for kind, count in shared_calls["by_kind"].items()
+            if kind not in ("total", "answer_bytes") and count
+        },
         "peer_calls_per_interval": peer_calls["total"] / (peer_wall / interval),
     }
     for variant, results, count in (("shared", shared, n), ("peer", peer, peer_n)):
@@ -594,6 +599,8 @@ def report_multiproc(
         f"   emulator: {result['emulator_jobs_state_per_interval']:.1f} jobs/state calls per interval over {clusters} clusters "
         f"({result['emulator_calls_per_interval']:.1f} calls in all); peer baseline {result['peer_calls_per_interval']:.1f}"
     )
+    by_kind = ", ".join(f"{k} {v:.1f}" for k, v in sorted(result["emulator_calls_by_kind_per_interval"].items()))
+    print(f"   emulator calls per interval by kind (shared side): {by_kind}")
     print(f"   {'process':<10}{'triggers':>9}{'CPU ms/int':>12}{'CPU us/int/trigger':>20}{'lag p99 ms':>12}")
     for variant, count in (("shared", n), ("peer", peer_n)):
         for r in result[variant]:
@@ -660,27 +667,39 @@ def bench_history(repeats: int) -> bool:
     return subprocess.run([sys.executable, str(script), "--repeats", str(repeats)], check=False).returncode == 0
 
 
+# -- job readers ------------------------------------------------------------------------------------
+def bench_readers(n: int) -> bool:
+    """``bench/reader_cost.py`` in its own process: CPU per record against commit a54c149's readers."""
+    print("\njob readers: CPU per record, this tree against a54c149 (same answers, same run)")
+    script = Path(__file__).resolve().parent / "reader_cost.py"
+    return subprocess.run([sys.executable, str(script), "--n", str(n)], check=False).returncode == 0
+
+
 # -- main ---------------------------------------------------------------------------------------------
+PARTS = (
+    "fanin",
+    "multiproc",
+    "parse",
+    "hook",
+    "start",
+    "pollcost",
+    "lag",
+    "progress",
+    "arrays",
+    "restart",
+    "readers",
+    "calls",
+    "history",
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smoke run: N=1,100, one run each, short windows")
     parser.add_argument("--n", help="comma list of trigger counts (default 1,100,1000,5000; quick: 1,100)")
     parser.add_argument(
         "--only",
-        choices=(
-            "fanin",
-            "multiproc",
-            "parse",
-            "hook",
-            "start",
-            "pollcost",
-            "lag",
-            "progress",
-            "arrays",
-            "restart",
-            "calls",
-            "history",
-        ),
+        choices=PARTS,
         action="append",
         help="run only these (repeatable)",
     )
@@ -710,23 +729,7 @@ def main(argv: list[str] | None = None) -> int:
     intervals = args.intervals or (3 if args.quick else 4)
     repeats = args.repeats or (1 if args.quick else 3)
     parse_repeats = args.parse_repeats or (2 if args.quick else 3)
-    only = set(
-        args.only
-        or (
-            "fanin",
-            "multiproc",
-            "parse",
-            "hook",
-            "start",
-            "pollcost",
-            "lag",
-            "progress",
-            "arrays",
-            "restart",
-            "history",
-            "calls",
-        )
-    )
+    only = set(args.only or PARTS)
     start_qs = [int(x) for x in (args.start_q or ("0,1000" if args.quick else "0,1000,10000")).split(",")]
     start_n = args.start_n or (50 if args.quick else 500)
     baseline_n = args.baseline_n or (3 if args.quick else 10)
@@ -773,6 +776,7 @@ def main(argv: list[str] | None = None) -> int:
         restart_ok = bench_restart("1,100" if args.quick else "1,100,1000") if "restart" in only else None
         calls_ok = bench_calls(3 if args.quick else 5) if "calls" in only else None
         history_ok = bench_history(repeats) if "history" in only else None
+        readers_ok = bench_readers(500 if args.quick else 5000) if "readers" in only else None
 
     print("\n" + "=" * 118)
     if fanin_rows:
@@ -799,6 +803,8 @@ def main(argv: list[str] | None = None) -> int:
         goals.append(("restart: a triggerer restart reads its N first-seen jobs in <= 4 calls, whatever N", restart_ok))
     if history_ok is not None:
         goals.append(("history: the emulator's accounting lags by its history_delay (>= 0.9 of it)", history_ok))
+    if readers_ok is not None:
+        goals.append(("readers: CPU per record no worse than a54c149's (jobs/ and jobs/state/)", readers_ok))
     print("\nGoals:")
     for text, ok in goals:
         print(f"   {verdict(ok)}  {text}")

@@ -9,10 +9,12 @@ which is kept as :attr:`SlurmResponse.text`.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -168,6 +170,31 @@ def _load_json(data: str | bytes) -> Any:
     Python refuses to convert) is read as an infinite float, so that only its own field is refused
     by the readers, not the whole answer.
     """
+    with _collector_paused():
+        return _decode(data)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while an answer is decoded.
+
+    Decoding allocates a container per record (15,000 for a ``jobs/state`` answer of 5,000 jobs), all of
+    them reachable, so a collection in the middle can free none of them; but it is triggered by their
+    number, and in a triggerer holding thousands of triggers a full collection walks the whole heap:
+    about 150 ms with the event loop blocked, every few rounds. The collector runs again afterwards, as
+    usual, once the answer's objects have mostly been freed.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _decode(data: str | bytes) -> Any:
     try:
         return json.loads(data)
     except RecursionError:

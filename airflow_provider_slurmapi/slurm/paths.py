@@ -101,7 +101,9 @@ class SlurmPaths:
         return f"/slurm/{self.version}/jobs/" + _query({"update_time": update_time})
 
     def jobs_state(self, job_ids: Iterable[int | str]) -> str:
-        return f"/slurm/{self.version}/jobs/state/" + _query({"job_id": [_job_segment(j) for j in job_ids]})
+        # Thousands of ids a round: a checked id is digits only, so it needs no quoting.
+        query = "&".join(["job_id=" + _job_segment(j) for j in job_ids])
+        return f"/slurm/{self.version}/jobs/state/" + ("?" + query if query else "")
 
     def history_job(self, job_id: int | str) -> str:
         return f"/slurmdb/{self.version}/job/{_job_segment(job_id)}"

@@ -29,10 +29,19 @@ from airflow_provider_slurmapi.slurm.errors import (
     refused_submit,
 )
 from airflow_provider_slurmapi.slurm.job import SlurmJob, record_job_id, slurm_number
-from airflow_provider_slurmapi.slurm.states import JobStateInfo, is_job_state_shape, parse_job_state
+from airflow_provider_slurmapi.slurm.states import (
+    JobStateInfo,
+    is_job_state_shape,
+    parse_job_state,
+    state_of_name,
+    state_of_names,
+)
 from airflow_provider_slurmapi.slurm.values import as_int, clean_text, preview
 
 log = logging.getLogger(__name__)
+
+# A job id as jobs/state writes it, short enough to be below Slurm's NO_VAL whatever its digits.
+_SHORT_DIGITS = re.compile(r"[0-9]{1,9}")
 
 ESLURM_INVALID_JOB_ID = 2017
 ESLURM_ALREADY_DONE = 2021
@@ -138,6 +147,17 @@ def read_job_states(response: SlurmResponse) -> dict[int, JobStateInfo]:
     response.raise_for_errors()
     states: dict[int, JobStateInfo] = {}
     for item in _job_records(response):
+        # The common entry first ({"job_id": "123", "state": ["PENDING"]}): thousands a round.
+        if isinstance(item, dict):
+            raw_id, raw_state = item.get("job_id"), item.get("state")
+            if type(raw_id) is str and type(raw_state) is list and _SHORT_DIGITS.fullmatch(raw_id):
+                number = int(raw_id)
+                if number > 0 and len(raw_state) == 1 and type(raw_state[0]) is str:
+                    states[number] = state_of_name(raw_state[0])  # no tuple a record: nothing for the collector
+                    continue
+                if number > 0 and all(type(name) is str for name in raw_state):
+                    states[number] = state_of_names(tuple(raw_state))
+                    continue
         job_id = record_job_id(item)
         if job_id is None and isinstance(item, Mapping) and _is_task_entry(item.get("job_id")):
             continue  # an array task ("125_4"): read by read_array_task_states
@@ -283,7 +303,10 @@ def read_array_task_states(response: SlurmResponse) -> list[tuple[int, int, JobS
     for item in _job_records(response):
         if not isinstance(item, Mapping):
             continue
-        parsed = parse_state_entry_id(item.get("job_id"))
+        raw_id = item.get("job_id")
+        if type(raw_id) is int or (type(raw_id) is str and "_" not in raw_id):
+            continue  # a job, not a task: most entries of a round
+        parsed = parse_state_entry_id(raw_id)
         raw_state = item.get("state") if "state" in item else item.get("job_state")
         if parsed is None or parsed[1] is None or raw_state is None or not is_job_state_shape(raw_state):
             continue

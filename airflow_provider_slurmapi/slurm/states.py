@@ -8,6 +8,7 @@ into :class:`JobStateInfo` here, so no other module reads a raw state.
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 
 
@@ -113,11 +114,22 @@ def parse_job_state(raw: object) -> JobStateInfo:
     :func:`is_job_state_shape` tells a reader that wants to refuse it.
     """
     if isinstance(raw, str):
-        items = [raw]
-    elif isinstance(raw, list | tuple):
-        items = [item for item in raw if isinstance(item, str)]
-    else:
-        items = []
+        return state_of_names((raw,))
+    if isinstance(raw, list | tuple):
+        return state_of_names(tuple(item for item in raw if isinstance(item, str)))
+    return state_of_names(())
+
+
+@functools.lru_cache(maxsize=1024)
+def state_of_name(name: str) -> JobStateInfo:
+    """The state of a single name (``["PENDING"]``, most records), remembered like :func:`state_of_names`."""
+    return state_of_names((name,))
+
+
+@functools.lru_cache(maxsize=1024)
+def state_of_names(items: tuple[str, ...]) -> JobStateInfo:
+    """The state of these names, remembered: a poll of thousands of jobs meets a handful of distinct
+    states, and :class:`JobStateInfo` is immutable, so each is folded once and shared."""
     names: list[str] = []
     for item in items:
         names.extend(part.strip().upper() for part in item.replace("+", ",").split(",") if part.strip())

@@ -12,7 +12,12 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_slurmapi.triggers.poller import MAX_FIRST_READS_ONE_BY_ONE, pollers_of_this_loop
+from airflow_provider_slurmapi.triggers import poller as poller_module
+from airflow_provider_slurmapi.triggers.poller import (
+    MAX_FIRST_READS_ONE_BY_ONE,
+    MAX_PENDING_READS,
+    pollers_of_this_loop,
+)
 from tests.unit.triggers.test_poller import (
     Triggerer,
     connect,
@@ -56,4 +61,37 @@ async def test_many_triggers_without_a_view_of_their_job_read_them_in_one_call(
     calls = emu.calls()
     assert set(calls["by_kind"]) == {"total", "jobs-state"}, calls["by_kind"]
     assert calls["total"] <= poller.polls - start + 1
+    assert not triggerer.events
+
+
+async def test_many_pending_re_reads_due_at_once_read_them_in_one_call(
+    triggerer: Triggerer,  # noqa: F811 (the fixture)
+    emulator_factory: Any,
+    credentials_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Triggers deferred together come due for their pending re-read together: one ``jobs/`` list reads
+    them, not ``MAX_PENDING_READS`` ``job/{id}`` calls a round for minutes (the extra calls a deployment
+    of several triggerers saw once its triggers had waited ``PENDING_REREAD_SECONDS``)."""
+    assert N > MAX_PENDING_READS
+    emu = emulator_factory()
+    connect(monkeypatch, emu, credentials_file)
+    ids = [await submit(emu, "#!/bin/bash\ntrue\n", name=f"held{i}", hold=True) for i in range(N)]
+    for job_id in ids:
+        triggerer.start(f"t{job_id}", make_trigger(job_id))
+    poller = await until(
+        lambda: next((p for p in pollers_of_this_loop().values() if len(p.job_ids) == N), None),
+        "every trigger subscribed",
+    )
+    await until(lambda: all(job_id in poller._known for job_id in ids), "every job read once")
+    monkeypatch.setattr(poller_module, "PENDING_REREAD_SECONDS", 0.0)  # every pending job is due every round
+    emu.reset_calls()
+    start = poller.polls
+    await rounds(poller, 3)
+    calls = emu.calls()["by_kind"]
+    rounds_run = poller.polls - start
+    assert calls.get("job-get", 0) == 0, calls  # none read one by one
+    assert 1 <= calls.get("jobs", 0) <= rounds_run + 1, calls  # one list a round at the most
+    assert poller.pending_reads_batched >= 1
+    assert all(poller._known[j].reason == "JobHeldUser" for j in ids)
     assert not triggerer.events
