@@ -47,7 +47,7 @@ def cancel_after_deferral_timeout(task: _CancellingTask, job_id: int | None) -> 
         log.warning("The wait for the Slurm job timed out, but its job id is not known here: nothing cancelled.")
         return
     log.warning("The wait for Slurm job %s timed out; cancelling the job.", job_id)
-    from airflow_provider_slurmapi.slurm.errors import SlurmApiError
+    from airflow_provider_slurmapi.slurm.api.errors import SlurmApiError
 
     try:
         outcome = task.hook.cancel_job(job_id)

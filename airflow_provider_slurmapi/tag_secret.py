@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS, conf
-from airflow_provider_slurmapi.slurm.errors import ConfigurationError
+from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class _Unreadable(Exception):
 
 
 def tag_key() -> bytes:
-    """The key of :func:`~airflow_provider_slurmapi.slurm.tag.task_tag` in this deployment."""
+    """The key of :func:`~airflow_provider_slurmapi.slurm.submit.tag.task_tag` in this deployment."""
     global _cached
     configured = conf.get("slurmapi", "tag_secret", fallback="") or ""
     if configured:

@@ -100,7 +100,7 @@ async def _bench(tmp: Path, args: argparse.Namespace) -> int:
     from slurmapi_emulator import EmulatorConfig, run_emulator
 
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
-    from airflow_provider_slurmapi.slurm.cluster import ClusterRef
+    from airflow_provider_slurmapi.slurm.api.cluster import ClusterRef
 
     creds = tmp / "service-account.json"
     (tmp / "jobs").mkdir()

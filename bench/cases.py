@@ -316,7 +316,7 @@ async def pollcost(args: argparse.Namespace) -> dict[str, Any]:
     from emulator_proc import API_VERSION, CLUSTER_ID, PROJECT, REGION, control_headers
 
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
-    from airflow_provider_slurmapi.slurm.cluster import ClusterRef
+    from airflow_provider_slurmapi.slurm.api.cluster import ClusterRef
     from airflow_provider_slurmapi.triggers.poller import ClusterPoller, Subscription
 
     key = ClusterRef(PROJECT, REGION, CLUSTER_ID, api_version=API_VERSION)

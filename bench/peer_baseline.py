@@ -21,8 +21,8 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook
-from airflow_provider_slurmapi.slurm.errors import SlurmApiError
-from airflow_provider_slurmapi.slurm.watch import JobWatch
+from airflow_provider_slurmapi.slurm.api.errors import SlurmApiError
+from airflow_provider_slurmapi.slurm.jobs.watch import JobWatch
 
 
 class PeerPollingTrigger(BaseTrigger):

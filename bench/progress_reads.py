@@ -37,7 +37,7 @@ async def _bench(tmp: Path, sizes: list[int], rounds: int) -> int:
     from slurmapi_emulator import EmulatorConfig, run_emulator
 
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
-    from airflow_provider_slurmapi.slurm.cluster import ClusterRef
+    from airflow_provider_slurmapi.slurm.api.cluster import ClusterRef
     from airflow_provider_slurmapi.triggers.poller import MAX_PROGRESS_READS, ClusterPoller, Subscription
 
     creds = tmp / "service-account.json"

@@ -32,15 +32,15 @@ READ_CODE = r"""
 import gc, json, statistics, sys, time
 from pathlib import Path
 try:
-    from airflow_provider_slurmapi.slurm.readers import read_job_states, read_jobs
+    from airflow_provider_slurmapi.slurm.jobs.readers import read_job_states, read_jobs
 except ImportError:
     from airflow_provider_slurmapi.slurm.results import read_job_states, read_jobs
 try:
-    from airflow_provider_slurmapi.slurm.cluster import ClusterRef
+    from airflow_provider_slurmapi.slurm.api.cluster import ClusterRef
     ClusterRef("bench-project", "us-central1", "bench-cluster")
 except Exception:
     from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
-from airflow_provider_slurmapi.slurm.envelope import parse_envelope
+from airflow_provider_slurmapi.slurm.api.envelope import parse_envelope
 import airflow_provider_slurmapi
 directory, repeats = Path(sys.argv[1]), int(sys.argv[2])
 cluster = ClusterRef("bench-project", "us-central1", "bench-cluster")

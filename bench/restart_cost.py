@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 
 async def _bench(tmp: Path, sizes: list[int]) -> int:
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook
-    from airflow_provider_slurmapi.slurm.cluster import ClusterRef
+    from airflow_provider_slurmapi.slurm.api.cluster import ClusterRef
     from airflow_provider_slurmapi.triggers import poller as poller_module
     from airflow_provider_slurmapi.triggers.poller import ClusterPoller, Subscription
     from bench.emulator_proc import CLUSTER_ID, PROJECT, REGION, start_emulator

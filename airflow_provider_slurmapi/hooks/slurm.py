@@ -9,7 +9,7 @@ e.g. at a private endpoint or the local ``slurmapi-emulator``.
 What a call is (paths, envelope, reading answers, errors, the retry layer, the 401 rule) and every
 flow of several calls (submit-once, the tag lookup, the accounting wait, cancel-and-confirm) live
 once in :class:`~airflow_provider_slurmapi.slurm.client.SlurmClientBase`, carried out by the drivers of
-:mod:`~airflow_provider_slurmapi.slurm.plans`. The two hooks here are thin adapters: each reads the
+:mod:`~airflow_provider_slurmapi.slurm.api.plans`. The two hooks here are thin adapters: each reads the
 connection (the same :func:`connection_settings` for both), builds a transport (post one envelope,
 refresh the token: :class:`SessionTransport`, :class:`AiohttpTransport`) and a clock, and *injects* them
 into the core, as httpx's clients take ``transport=``. The async hook builds nothing from the sync one.
@@ -29,7 +29,10 @@ from urllib.parse import urlsplit
 from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook, GoogleBaseHook
 
 from airflow_provider_slurmapi.account_store import account_store, variable_name, version_store, version_variable_name
-from airflow_provider_slurmapi.slurm.accounting import Accounting
+from airflow_provider_slurmapi.slurm.api.cluster import ClusterArgs, ClusterRef, cluster_ref
+from airflow_provider_slurmapi.slurm.api.envelope import HttpMethod, SlurmResponse
+from airflow_provider_slurmapi.slurm.api.errors import SlurmApiError
+from airflow_provider_slurmapi.slurm.api.plans import Clock, LoopClock, Plan, Send, SystemClock
 from airflow_provider_slurmapi.slurm.client import (
     ACCOUNTING_POLL_SECONDS,
     DEFAULT_TIMEOUT_SECONDS,
@@ -39,14 +42,11 @@ from airflow_provider_slurmapi.slurm.client import (
     no_answer,
     no_token,
 )
-from airflow_provider_slurmapi.slurm.cluster import ClusterArgs, ClusterRef, cluster_ref
-from airflow_provider_slurmapi.slurm.envelope import HttpMethod, SlurmResponse
-from airflow_provider_slurmapi.slurm.errors import SlurmApiError
-from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.plans import Clock, LoopClock, Plan, Send, SystemClock
-from airflow_provider_slurmapi.slurm.readers import CancelOutcome, SubmitResult
-from airflow_provider_slurmapi.slurm.spec import PreparedSubmission
-from airflow_provider_slurmapi.slurm.states import JobStateInfo
+from airflow_provider_slurmapi.slurm.jobs.accounting import Accounting
+from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
+from airflow_provider_slurmapi.slurm.jobs.readers import CancelOutcome, SubmitResult
+from airflow_provider_slurmapi.slurm.jobs.states import JobStateInfo
+from airflow_provider_slurmapi.slurm.submit.spec import PreparedSubmission
 
 if TYPE_CHECKING:
     import aiohttp
@@ -283,12 +283,12 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
     :param cluster_id: the training cluster's id.
     :param project_id: the cluster's project; default: the connection's project.
     :param gcp_conn_id: an Airflow Google Cloud connection.
-    :param api_version: the Slurm REST version to speak (one of ``slurm/api_versions.py``); default ``"auto"``:
+    :param api_version: the Slurm REST version to speak (one of ``slurm/api/api_versions.py``); default ``"auto"``:
         the newest version both this provider and the cluster speak, negotiated once per deployment and cluster
         (kept in an Airflow Variable; negotiated again if the cluster stops serving it).
     :param impersonation_chain: a service account (or chain) to impersonate.
     :param api_endpoint: overrides the endpoint (also connection extra ``api_endpoint``).
-    :param cluster: all of the above in one :class:`~airflow_provider_slurmapi.slurm.cluster.ClusterRef`
+    :param cluster: all of the above in one :class:`~airflow_provider_slurmapi.slurm.api.cluster.ClusterRef`
         (what operators and triggers hand over); arguments given beside it override its values.
     :param timeout: seconds to wait for one answer (default: connection extra ``request_timeout``, else 60).
     :param retry_seconds: how long transient failures of one call are retried before giving up
@@ -422,7 +422,7 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
 
     def submit_prepared(self, prepared: PreparedSubmission, *, send_marker: str | None = None) -> SubmitResult:
         """:meth:`submit_job` of a submission already prepared (and so checked) by
-        :func:`~airflow_provider_slurmapi.slurm.spec.prepare_submission`, e.g. by an operator to fail early.
+        :func:`~airflow_provider_slurmapi.slurm.submit.spec.prepare_submission`, e.g. by an operator to fail early.
 
         Sent as it is; one prepared without a tag gets a one-off tag first (a lost answer is settled by it).
         ``send_marker`` is this submit's marker when the caller must know it first (a kill's reaper looks
@@ -468,7 +468,7 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         The connection extra ``slurm_user``, else the owner of a job this provider submitted through this
         connection to this cluster (learned once, kept in an Airflow Variable). Never ``meta.client.user``:
         a plain slurmrestd with ``rest_auth/jwt`` answers ``root`` there whoever the token's user is.
-        Raises :class:`~airflow_provider_slurmapi.slurm.errors.ConfigurationError` naming the fixes when unknown.
+        Raises :class:`~airflow_provider_slurmapi.slurm.api.errors.ConfigurationError` naming the fixes when unknown.
         """
         return self._require_account()
 

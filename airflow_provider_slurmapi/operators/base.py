@@ -28,17 +28,17 @@ from airflow_provider_slurmapi._compat import (
     redact_text,
 )
 from airflow_provider_slurmapi.deferral import cancel_after_deferral_timeout, deferral_deadline
-from airflow_provider_slurmapi.slurm.api_versions import check_api_version
-from airflow_provider_slurmapi.slurm.cluster import (
+from airflow_provider_slurmapi.slurm.api.api_versions import check_api_version
+from airflow_provider_slurmapi.slurm.api.cluster import (
     CLUSTER_ARG_NAMES,
     DEFAULT_CONN_ID,
     ClusterRef,
     cluster_ref,
 )
-from airflow_provider_slurmapi.slurm.errors import is_permanent
-from airflow_provider_slurmapi.slurm.paths import DEFAULT_API_VERSION
-from airflow_provider_slurmapi.slurm.validation import check_cluster_id, check_job_id, check_region
-from airflow_provider_slurmapi.slurm.watch import (
+from airflow_provider_slurmapi.slurm.api.errors import is_permanent
+from airflow_provider_slurmapi.slurm.api.paths import DEFAULT_API_VERSION
+from airflow_provider_slurmapi.slurm.api.validation import check_cluster_id, check_job_id, check_region
+from airflow_provider_slurmapi.slurm.jobs.watch import (
     DEFAULT_MISSING_GRACE_SECONDS,
     DEFAULT_OUTAGE_TOLERANCE_SECONDS,
     JobWatch,
@@ -52,13 +52,13 @@ from airflow_provider_slurmapi.slurm.watch import (
 if TYPE_CHECKING:
     from airflow_provider_slurmapi._compat import Context
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
-    from airflow_provider_slurmapi.slurm.job import SlurmJob
+    from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
 
 
 def fails_permanently(method: _Method) -> _Method:
-    """Turn an error no retry can fix (:func:`~airflow_provider_slurmapi.slurm.errors.is_permanent`:
+    """Turn an error no retry can fix (:func:`~airflow_provider_slurmapi.slurm.api.errors.is_permanent`:
     a bad spec, a request of 1 MB or more, a missing script file, a partition, account, QoS or TRES
     Slurm refuses, permission denied, an unknown cluster) into ``AirflowFailException``, so the task
     fails without spending its retries. Every other error is raised unchanged and retried as usual."""
@@ -90,7 +90,7 @@ JOB_XCOM_KEY = "slurm_job"
 
 class SlurmBaseOperator(BaseOperator):
     """Takes the cluster arguments, keeps them as templated attributes, and makes of them, once rendered,
-    one :class:`~airflow_provider_slurmapi.slurm.cluster.ClusterRef` for the hook and the trigger.
+    one :class:`~airflow_provider_slurmapi.slurm.api.cluster.ClusterRef` for the hook and the trigger.
 
     :param region: the cluster's region (``us-central1``). Templated.
     :param cluster_id: the training cluster's id. Templated.
@@ -215,7 +215,7 @@ class SlurmWatchingBaseOperator(SlurmBaseOperator):
         return self._settings.new_watch(job_id, clock=self.hook.clock, pending_since=pending_since, saved=saved)
 
     def _follow(self, plan: WatchPlan) -> WatchEnd:
-        """Carry out a watch plan (:func:`~airflow_provider_slurmapi.slurm.watch.watch_plan`) through the
+        """Carry out a watch plan (:func:`~airflow_provider_slurmapi.slurm.jobs.watch.watch_plan`) through the
         hook, on its clock. A job that can never start, or pended too long, has been cancelled (with
         ``cancel_on_kill``) by the plan: the task fails with why."""
         end = run_watch(plan, self.hook, self.hook.clock, self.log, redact_text)
@@ -281,7 +281,7 @@ class SlurmWatchingBaseOperator(SlurmBaseOperator):
         """
         if wait_seconds is None:
             return None
-        from airflow_provider_slurmapi.slurm.accounting import not_recorded
+        from airflow_provider_slurmapi.slurm.jobs.accounting import not_recorded
 
         if array:
             line, value = not_recorded(job_id, 0.0, f"a job array: each task has its own record (sacct -j {job_id})")

@@ -35,25 +35,25 @@ from airflow_provider_slurmapi.operators.base import (
     parse_job_id,
     permanent_message,
 )
-from airflow_provider_slurmapi.slurm.client import send_marker
-from airflow_provider_slurmapi.slurm.cluster import CLUSTER_TEMPLATE_FIELDS
-from airflow_provider_slurmapi.slurm.errors import (
+from airflow_provider_slurmapi.slurm.api.cluster import CLUSTER_TEMPLATE_FIELDS
+from airflow_provider_slurmapi.slurm.api.errors import (
     ConfigurationError,
     JobNotFoundError,
     SignalOutcomeUnknownError,
     SlurmApiError,
 )
-from airflow_provider_slurmapi.slurm.job_output import Redaction, mentions_progress, sets_extra, wrap_script
-from airflow_provider_slurmapi.slurm.sbatch import apply_directives
-from airflow_provider_slurmapi.slurm.spec import (
+from airflow_provider_slurmapi.slurm.client import send_marker
+from airflow_provider_slurmapi.slurm.jobs.states import JobState
+from airflow_provider_slurmapi.slurm.submit.job_output import Redaction, mentions_progress, sets_extra, wrap_script
+from airflow_provider_slurmapi.slurm.submit.sbatch import apply_directives
+from airflow_provider_slurmapi.slurm.submit.spec import (
     CLOCK_SKEW_SECONDS,
     DEFAULT_ENVIRONMENT,
     PreparedSubmission,
     parse_time_limit,
     prepare_task_submission,
 )
-from airflow_provider_slurmapi.slurm.states import JobState
-from airflow_provider_slurmapi.slurm.tag import TaskIdentity
+from airflow_provider_slurmapi.slurm.submit.tag import TaskIdentity
 from airflow_provider_slurmapi.tag_secret import tag_key
 from airflow_provider_slurmapi.triggers.event import event_job, read_event
 
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     import jinja2
 
     from airflow_provider_slurmapi._compat import Context
-    from airflow_provider_slurmapi.slurm.job import SlurmJob
+    from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
 
 # task_state_store key of the submitted job id (Airflow 3.3+, ResumableJobMixin's external_id_key);
 # renaming it breaks in-flight retries.

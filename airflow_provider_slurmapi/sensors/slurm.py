@@ -30,13 +30,13 @@ from airflow_provider_slurmapi.operators.base import (
     parse_job_id,
     permanent_message,
 )
-from airflow_provider_slurmapi.slurm.cluster import CLUSTER_TEMPLATE_FIELDS
-from airflow_provider_slurmapi.slurm.watch import JobWatch
+from airflow_provider_slurmapi.slurm.api.cluster import CLUSTER_TEMPLATE_FIELDS
+from airflow_provider_slurmapi.slurm.jobs.watch import JobWatch
 from airflow_provider_slurmapi.triggers.event import event_job, read_event
 
 if TYPE_CHECKING:
     from airflow_provider_slurmapi._compat import Context
-    from airflow_provider_slurmapi.slurm.job import SlurmJob
+    from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
 
 # task_state_store key of the watch of a rescheduled sensor (Airflow 3.3+).
 WATCH_STATE_KEY = "slurm_job_watch"

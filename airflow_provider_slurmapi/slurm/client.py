@@ -7,14 +7,14 @@ the API version (per client; kept for the deployment through the ``load_version`
 callbacks). The transport (post one envelope, refresh the token) and the clock are *injected*, as httpx
 takes ``transport=``: a hook builds them from its connection and hands them over (:meth:`_init_client`);
 the core drives every plan with them (:meth:`SlurmClientBase._drive`, :meth:`SlurmClientBase._adrive`)
-and reads time only through the clock (:data:`~airflow_provider_slurmapi.slurm.plans.NOW` and
-:data:`~airflow_provider_slurmapi.slurm.plans.WALL`).
+and reads time only through the clock (:data:`~airflow_provider_slurmapi.slurm.api.plans.NOW` and
+:data:`~airflow_provider_slurmapi.slurm.api.plans.WALL`).
 
 Every flow of several calls (a job from the live queue, else from the history; submit-once; the tag
 lookup; the accounting wait; cancel-and-confirm) is written once, as a *plan*: a generator that
 yields the :class:`SlurmRequest` it needs next (sent its result or thrown its error), a
-:class:`~airflow_provider_slurmapi.slurm.plans.Sleep`, or :data:`~airflow_provider_slurmapi.slurm.plans.NOW`.
-The drivers of :mod:`~airflow_provider_slurmapi.slurm.plans` carry plans out, so the sync and the
+:class:`~airflow_provider_slurmapi.slurm.api.plans.Sleep`, or :data:`~airflow_provider_slurmapi.slurm.api.plans.NOW`.
+The drivers of :mod:`~airflow_provider_slurmapi.slurm.api.plans` carry plans out, so the sync and the
 async hook cannot drift apart.
 """
 
@@ -29,18 +29,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypedDict, TypeVar, Unpack
 
-from airflow_provider_slurmapi.slurm.accounting import Accounting, not_recorded, pick_record, read_accounting
-from airflow_provider_slurmapi.slurm.api_versions import (
+from airflow_provider_slurmapi.slurm.api.api_versions import (
     NEGOTIATE,
     SUPPORTED_API_VERSIONS,
     probe_order,
     served_by,
     traits,
 )
-from airflow_provider_slurmapi.slurm.array import complete_array
-from airflow_provider_slurmapi.slurm.cluster import ClusterRef
-from airflow_provider_slurmapi.slurm.envelope import HttpMethod, SlurmResponse, encode_request, parse_envelope
-from airflow_provider_slurmapi.slurm.errors import (
+from airflow_provider_slurmapi.slurm.api.cluster import ClusterRef
+from airflow_provider_slurmapi.slurm.api.envelope import HttpMethod, SlurmResponse, encode_request, parse_envelope
+from airflow_provider_slurmapi.slurm.api.errors import (
     ApiConnectionError,
     ConfigurationError,
     InvalidArgumentError,
@@ -54,9 +52,8 @@ from airflow_provider_slurmapi.slurm.errors import (
     UnauthenticatedError,
     UnsupportedApiVersionError,
 )
-from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.paths import VERSION_PLACEHOLDER, SlurmPaths, ping_path, resolve_path
-from airflow_provider_slurmapi.slurm.plans import (
+from airflow_provider_slurmapi.slurm.api.paths import VERSION_PLACEHOLDER, SlurmPaths, ping_path, resolve_path
+from airflow_provider_slurmapi.slurm.api.plans import (
     NOW,
     REFRESH,
     WALL,
@@ -75,7 +72,11 @@ from airflow_provider_slurmapi.slurm.plans import (
     primed,
     run_plan,
 )
-from airflow_provider_slurmapi.slurm.readers import (
+from airflow_provider_slurmapi.slurm.api.retry import DEFAULT_RETRY_SECONDS, backoff_seconds, is_transient
+from airflow_provider_slurmapi.slurm.jobs.accounting import Accounting, not_recorded, pick_record, read_accounting
+from airflow_provider_slurmapi.slurm.jobs.array import complete_array
+from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
+from airflow_provider_slurmapi.slurm.jobs.readers import (
     ESLURM_INVALID_JOB_ID,
     CancelOutcome,
     SubmitResult,
@@ -90,10 +91,9 @@ from airflow_provider_slurmapi.slurm.readers import (
     read_partition_names,
     read_submit,
 )
-from airflow_provider_slurmapi.slurm.retry import DEFAULT_RETRY_SECONDS, backoff_seconds, is_transient
-from airflow_provider_slurmapi.slurm.spec import CLOCK_SKEW_SECONDS, PreparedSubmission, prepare_submission
-from airflow_provider_slurmapi.slurm.states import JobStateInfo
-from airflow_provider_slurmapi.slurm.tag import carries_tag, own_tagged
+from airflow_provider_slurmapi.slurm.jobs.states import JobStateInfo
+from airflow_provider_slurmapi.slurm.submit.spec import CLOCK_SKEW_SECONDS, PreparedSubmission, prepare_submission
+from airflow_provider_slurmapi.slurm.submit.tag import carries_tag, own_tagged
 
 T = TypeVar("T")
 
@@ -291,7 +291,7 @@ class SlurmClientBase:
     def _exchange(self, request: SlurmRequest[Any]) -> Effects[Any]:
         """One request, as effects for a driver: its read result, or the error it ended in.
 
-        The one retry layer: transient failures (:func:`~airflow_provider_slurmapi.slurm.retry.is_transient`)
+        The one retry layer: transient failures (:func:`~airflow_provider_slurmapi.slurm.api.retry.is_transient`)
         of a request that may be repeated (GET, DELETE; never a POST unless ``retry``), and a record Slurm
         garbled (:class:`MalformedRecordError`) when the request asks for a ``reread``, are tried again with
         backoff until ``retry_seconds`` after the first attempt: one budget per request, whatever failed.
@@ -401,7 +401,7 @@ class SlurmClientBase:
     def _negotiate_plan(self, cluster: ClusterRef) -> Plan[str]:
         """The newest API version both this provider and the cluster speak (this client's; kept by the driver).
 
-        Pings (cheap: no job is read) in :func:`~airflow_provider_slurmapi.slurm.api_versions.probe_order`
+        Pings (cheap: no job is read) in :func:`~airflow_provider_slurmapi.slurm.api.api_versions.probe_order`
         until one answers; an unknown version answers 404 in plain text. The answer's
         ``meta.slurm.release`` (e.g. 26.05.5) then names, through the version table, the newest version
         that release serves. One call on a cluster that serves the newest version, two on older ones.

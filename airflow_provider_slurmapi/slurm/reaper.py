@@ -36,11 +36,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from airflow_provider_slurmapi.slurm.api.cluster import ClusterRef
+from airflow_provider_slurmapi.slurm.api.errors import SlurmApiError, UnauthenticatedError
+from airflow_provider_slurmapi.slurm.api.plans import Plan, Send, SystemClock
 from airflow_provider_slurmapi.slurm.client import SlurmClientBase, no_answer
-from airflow_provider_slurmapi.slurm.cluster import ClusterRef
-from airflow_provider_slurmapi.slurm.errors import SlurmApiError, UnauthenticatedError
-from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.plans import Plan, Send, SystemClock
+from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
 
 # How often the reaper looks for the job: a few calls each time, for at most the settle window (90 s by default).
 PAUSE_SECONDS = 3.0

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, TypedDict, get_args
 
-from airflow_provider_slurmapi.slurm.errors import MalformedRecordError
-from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.values import preview
+from airflow_provider_slurmapi.slurm.api.errors import MalformedRecordError
+from airflow_provider_slurmapi.slurm.api.values import preview
+from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
 
 EventStatus = Literal["success", "failed", "error", "timeout"]
 EVENT_STATUSES: tuple[str, ...] = get_args(EventStatus)

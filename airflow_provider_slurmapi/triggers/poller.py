@@ -3,7 +3,7 @@
 A retraining platform defers hundreds of Slurm tasks at once. Polling once per task per interval
 spends N calls of the project's API quota every interval, and N sessions and tokens. Here every
 :class:`~airflow_provider_slurmapi.triggers.slurm.SlurmJobTrigger` of one event loop that watches the
-same cluster (the same :class:`~airflow_provider_slurmapi.slurm.cluster.ClusterRef`: connection,
+same cluster (the same :class:`~airflow_provider_slurmapi.slurm.api.cluster.ClusterRef`: connection,
 cluster, endpoint, API version, impersonation chain) subscribes to one :class:`ClusterPoller`, which
 
 - asks ``/slurm/{v}/jobs/state/?job_id=..&job_id=..`` once per interval for all their jobs (through the
@@ -40,14 +40,14 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_slurmapi.slurm.cluster import ClusterRef
-from airflow_provider_slurmapi.slurm.errors import SlurmApiError
-from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo
+from airflow_provider_slurmapi.slurm.api.cluster import ClusterRef
+from airflow_provider_slurmapi.slurm.api.errors import SlurmApiError
+from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
+from airflow_provider_slurmapi.slurm.jobs.states import JobState, JobStateInfo
 
 if TYPE_CHECKING:
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook
-    from airflow_provider_slurmapi.slurm.readers import CancelOutcome
+    from airflow_provider_slurmapi.slurm.jobs.readers import CancelOutcome
 
 log = logging.getLogger(__name__)
 

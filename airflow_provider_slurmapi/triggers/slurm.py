@@ -23,12 +23,12 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS, redact_text
-from airflow_provider_slurmapi.slurm.cluster import CLUSTER_ARG_NAMES, ClusterRef, cluster_ref
-from airflow_provider_slurmapi.slurm.errors import SlurmApiError, is_permanent
-from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.plans import LoopClock
-from airflow_provider_slurmapi.slurm.validation import check_job_id
-from airflow_provider_slurmapi.slurm.watch import NO_ANSWER, NoAnswer, WatchSettings, arun_watch, watch_plan
+from airflow_provider_slurmapi.slurm.api.cluster import CLUSTER_ARG_NAMES, ClusterRef, cluster_ref
+from airflow_provider_slurmapi.slurm.api.errors import SlurmApiError, is_permanent
+from airflow_provider_slurmapi.slurm.api.plans import LoopClock
+from airflow_provider_slurmapi.slurm.api.validation import check_job_id
+from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
+from airflow_provider_slurmapi.slurm.jobs.watch import NO_ANSWER, NoAnswer, WatchSettings, arun_watch, watch_plan
 from airflow_provider_slurmapi.triggers.event import JobErrorEvent, JobFinishedEvent, JobTimeoutEvent
 from airflow_provider_slurmapi.triggers.poller import Subscription, cancel_job, cancel_later_copies, subscribe
 

@@ -1,7 +1,7 @@
 """What each field of a job is in the live (slurmctld) and the history (slurmdbd) record: one row each.
 
 The emulator is its own distribution and does not import the provider, so it keeps this table of
-its own (the provider's is the field metadata of ``SlurmJob`` in ``slurm/job.py``). A row names a
+its own (the provider's is the field metadata of ``SlurmJob`` in ``slurm/jobs/job.py``). A row names a
 field's key in the live record and its dotted path in the history record, and how each is worked
 out from the job: from a :class:`LiveView` (the job as the controller shows it now) or a
 :class:`HistoryView` (the job as slurmdbd knew it at a moment). ``render.py`` lays the rows into

@@ -1,7 +1,7 @@
 """What each Slurm REST API version looks like on the wire: one row of traits per version.
 
 The emulator is its own distribution and does not import the provider, so it keeps this table of
-its own; the provider's is ``airflow_provider_slurmapi/slurm/api_versions.py``. The traits both
+its own; the provider's is ``airflow_provider_slurmapi/slurm/api/api_versions.py``. The traits both
 tables hold (releases, expanded output paths, cancel and submit answer shapes, the history time
 filter, EXPEDITING) must agree: ``tests/emulator/test_versions_agree.py`` checks it. The rest are
 shapes only the emulator renders, read off Slurm's OpenAPI documents (tests/fixtures/slurm-openapi).

@@ -68,7 +68,7 @@ def test_python_sets_progress_with_plain_scontrol(
 
 
 def test_output_over_the_limit_is_cut_to_its_last_lines(airflow_db: Any, gcp_connection: Any, capfd: Any) -> None:
-    from airflow_provider_slurmapi.slurm.extra import read_extra
+    from airflow_provider_slurmapi.slurm.jobs.extra import read_extra
 
     state, job_id, out = _run("long_output", capfd, gcp_connection)
     assert state == "failed"
@@ -97,7 +97,7 @@ def test_nothing_configured_submits_the_script_byte_for_byte(
     mode: bool, airflow_db: Any, gcp_connection: Any, capfd: Any, monkeypatch: Any
 ) -> None:
     """The default a user gets (no argument, no setting): no wrapper, and a failure says how to turn it on."""
-    from airflow_provider_slurmapi.slurm.job import REPORT_OUTPUT_HINT
+    from airflow_provider_slurmapi.slurm.jobs.job import REPORT_OUTPUT_HINT
     from tests.dag_runs.dag_files.slurm_job_output import SCENARIOS
 
     monkeypatch.delenv("AIRFLOW__SLURMAPI__REPORT_OUTPUT", raising=False)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_slurmapi import tag_secret
-from airflow_provider_slurmapi.slurm.tag import TAG_PREFIX, task_tag
+from airflow_provider_slurmapi.slurm.submit.tag import TAG_PREFIX, task_tag
 from tests.conftest import load_dag, run_dag
 
 
@@ -114,7 +114,7 @@ def test_the_tag_secret_option_is_sensitive(monkeypatch: pytest.MonkeyPatch) -> 
 def test_a_key_that_cannot_be_had_is_an_error_that_gives_the_fix(no_configured_key: None) -> None:
     """Outside a task, Airflow 3 has no Variable store to reach: no guess, an error naming the fix."""
     from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
-    from airflow_provider_slurmapi.slurm.errors import ConfigurationError
+    from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError
 
     if not AIRFLOW_V_3_0_PLUS:
         pytest.skip("Airflow 2.x reaches the Variable through the ORM from any process")
@@ -228,7 +228,7 @@ def test_a_blank_or_short_key_variable_is_refused_with_its_name_and_the_fix(
 def test_a_blank_or_short_tag_secret_option_is_refused_with_its_name(
     monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
-    from airflow_provider_slurmapi.slurm.errors import ConfigurationError
+    from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError
 
     monkeypatch.setenv("AIRFLOW__SLURMAPI__TAG_SECRET", value)
     with pytest.raises(ConfigurationError, match=r"\[slurmapi\] tag_secret \(AIRFLOW__SLURMAPI__TAG_SECRET\)"):

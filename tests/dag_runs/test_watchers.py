@@ -124,7 +124,7 @@ def test_cancel_operator_waits_until_the_job_has_stopped(
 
 def test_bad_arguments_are_refused_when_the_dag_is_parsed() -> None:
     from airflow_provider_slurmapi.operators.slurm import SlurmListJobsOperator, SlurmSubmitJobOperator
-    from airflow_provider_slurmapi.slurm.errors import UnsupportedApiVersionError
+    from airflow_provider_slurmapi.slurm.api.errors import UnsupportedApiVersionError
 
     with pytest.raises(ValueError, match="history=True"):
         SlurmListJobsOperator(task_id="x", filters={"users": ["a"]}, **CLUSTER)

@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_slurmapi.slurm.tag import task_tag
+from airflow_provider_slurmapi.slurm.submit.tag import task_tag
 from airflow_provider_slurmapi.tag_secret import VARIABLE_KEY
 from tests.deployment.conftest import FIGURES, POLL_INTERVAL, Cluster
 from tests.deployment.harness import Deployment, hostname_of, wait_for

@@ -3,7 +3,7 @@
 The emulator is its own distribution and must not import the provider, so it keeps its own tables:
 ``slurmapi_emulator/job_fields.py`` (what each field of a job is in the live and the history record)
 and ``JOB_DESC_FIELDS`` in ``slurm_json.py`` (the fields ``job/submit`` takes, per API version). The
-provider's are the field rows of ``SlurmJob`` (``slurm/job.py``) and what ``spec.py`` and ``sbatch.py``
+provider's are the field rows of ``SlurmJob`` (``slurm/jobs/job.py``) and what ``spec.py`` and ``sbatch.py``
 put into a submitted job. These tests keep them one table in substance, as
 ``test_versions_agree.py`` does for the tables of API versions:
 
@@ -26,10 +26,10 @@ from slurmapi_emulator.job_fields import HISTORY_FIELDS, LIVE_FIELDS
 from slurmapi_emulator.slurm_json import JOB_DESC_FIELDS
 from slurmapi_emulator.versions import SUPPORTED_VERSIONS
 
-from airflow_provider_slurmapi.slurm import sbatch
-from airflow_provider_slurmapi.slurm.api_versions import SUPPORTED_API_VERSIONS
-from airflow_provider_slurmapi.slurm.job import JobSource, SlurmJob
-from airflow_provider_slurmapi.slurm.spec import prepare_submission
+from airflow_provider_slurmapi.slurm.api.api_versions import SUPPORTED_API_VERSIONS
+from airflow_provider_slurmapi.slurm.jobs.job import JobSource, SlurmJob
+from airflow_provider_slurmapi.slurm.submit import sbatch
+from airflow_provider_slurmapi.slurm.submit.spec import prepare_submission
 from tests.fixtures import OPENAPI_FILES, openapi_spec
 
 from .conftest import Client, wait_until

@@ -1,7 +1,7 @@
 """The emulator's table of API versions agrees with the provider's on every trait both hold.
 
 The emulator is its own distribution and must not import the provider, so each keeps a table
-(``slurmapi_emulator/versions.py``, ``airflow_provider_slurmapi/slurm/api_versions.py``); this test is
+(``slurmapi_emulator/versions.py``, ``airflow_provider_slurmapi/slurm/api/api_versions.py``); this test is
 what keeps them one table in substance.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from slurmapi_emulator.versions import VERSIONS as WIRE_VERSIONS
 
-from airflow_provider_slurmapi.slurm.api_versions import API_VERSIONS
+from airflow_provider_slurmapi.slurm.api.api_versions import API_VERSIONS
 
 SHARED = (
     "name",

@@ -47,7 +47,7 @@ MISSING_ENVIRONMENT_ERROR = (
 
 def provider_version() -> str:
     """The version the provider's calls use: API_VERSION, or for "auto" the newest the lab's release serves."""
-    from airflow_provider_slurmapi.slurm.api_versions import NEGOTIATE, served_by
+    from airflow_provider_slurmapi.slurm.api.api_versions import NEGOTIATE, served_by
 
     return served_by(SLURM_RELEASE)[0].name if API_VERSION == NEGOTIATE else API_VERSION
 

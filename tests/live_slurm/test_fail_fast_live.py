@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_slurmapi.slurm.errors import SubmitRejectedError, is_permanent
+from airflow_provider_slurmapi.slurm.api.errors import SubmitRejectedError, is_permanent
 from tests.conftest import load_dag
 from tests.dag_runs.test_fail_fast import run_with_retries
 from tests.live_slurm.conftest import make_hook

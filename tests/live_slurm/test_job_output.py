@@ -87,7 +87,7 @@ def test_nothing_configured_submits_the_script_byte_for_byte(
     gateway: Any, lab: Lab, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The default a user gets: the batch script Slurm stores and runs ($0) is the user's, byte for byte."""
-    from airflow_provider_slurmapi.slurm.job import REPORT_OUTPUT_HINT
+    from airflow_provider_slurmapi.slurm.jobs.job import REPORT_OUTPUT_HINT
     from tests.dag_runs.dag_files.slurm_job_output import SCENARIOS
 
     monkeypatch.delenv("AIRFLOW__SLURMAPI__REPORT_OUTPUT", raising=False)

@@ -95,7 +95,7 @@ def test_bad_partition_fails_with_slurms_reason_and_no_job(
 
 def test_missing_environment_slurm_refuses_raw_submit(gateway: Any, lab: Lab) -> None:
     """Through the hook's raw call, without ``environment``: Slurm's own refusal reaches the caller."""
-    from airflow_provider_slurmapi.slurm.errors import SlurmError
+    from airflow_provider_slurmapi.slurm.api.errors import SlurmError
 
     hook = make_hook(gateway)
     body = {

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_slurmapi.slurm.sbatch import apply_directives, read_directives
-from airflow_provider_slurmapi.slurm.spec import DEFAULT_ENVIRONMENT, parse_time_limit
+from airflow_provider_slurmapi.slurm.submit.sbatch import apply_directives, read_directives
+from airflow_provider_slurmapi.slurm.submit.spec import DEFAULT_ENVIRONMENT, parse_time_limit
 from tests.live_slurm.conftest import make_hook
 from tests.live_slurm.lab import Lab, in_lab
 
@@ -295,7 +295,7 @@ def test_export_and_open_mode_give_the_job_what_sbatch_gives_it(lab: Lab, gatewa
     Our path submits the script wrapped (``report_output=True``), so this
     also shows the wrapper keeps both working.
     """
-    from airflow_provider_slurmapi.slurm.job_output import wrap_script
+    from airflow_provider_slurmapi.slurm.submit.job_output import wrap_script
 
     chroot = LAB_DIR / "chroot"
     outputs = {}
@@ -329,7 +329,7 @@ def test_signal_reaches_the_script_as_with_sbatch(lab: Lab, gateway: Any, submit
     operator's default): the wrapper, which is the batch shell, passes the signal on to the script.
     Slurm sends warning signals from a periodic check, so this takes up to about 40 s.
     """
-    from airflow_provider_slurmapi.slurm.job_output import wrap_script
+    from airflow_provider_slurmapi.slurm.submit.job_output import wrap_script
 
     chroot = LAB_DIR / "chroot"
     started = {}

@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from airflow_provider_slurmapi.hooks import slurm as slurm_hooks
-from airflow_provider_slurmapi.slurm.api_versions import NEGOTIATE, served_by, traits
+from airflow_provider_slurmapi.slurm.api.api_versions import NEGOTIATE, served_by, traits
 from tests.conftest import load_dag
 from tests.live_slurm.conftest import CLUSTER_ID, GATEWAY_TOKEN, make_hook, run_dag_capture
 from tests.live_slurm.lab import SLURM_RELEASE, Lab

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_slurmapi._compat import sensitive_name_parts
-from airflow_provider_slurmapi.slurm.extra import read_extra
-from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.job_output import Redaction, wrap_script
-from airflow_provider_slurmapi.slurm.job_supervisor import WINDOW_BYTES
+from airflow_provider_slurmapi.slurm.jobs.extra import read_extra
+from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
+from airflow_provider_slurmapi.slurm.node.job_supervisor import WINDOW_BYTES
+from airflow_provider_slurmapi.slurm.submit.job_output import Redaction, wrap_script
 from tests.live_slurm.lab import LAB_CHROOT_TMP, Lab, V
 from tests.live_slurm.test_wrapper_live import _ended, _extra, _wait_for
 from tests.waiting import wait_until

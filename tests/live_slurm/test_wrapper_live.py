@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from airflow_provider_slurmapi._compat import sensitive_name_parts
-from airflow_provider_slurmapi.slurm.extra import read_extra
-from airflow_provider_slurmapi.slurm.job_output import Redaction, wrap_script
+from airflow_provider_slurmapi.slurm.jobs.extra import read_extra
+from airflow_provider_slurmapi.slurm.submit.job_output import Redaction, wrap_script
 from tests.live_slurm.lab import LAB_CHROOT_TMP, Lab, V
 from tests.waiting import wait_until
 

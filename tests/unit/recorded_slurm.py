@@ -95,7 +95,7 @@ class RecordedSlurm(BaseAdapter):
 
 def answer_of(fixture: str, path: str, **fields: Any) -> Any:
     """The recorded answer ``fixture`` as the hook reads it for ``GET path``, its first job's ``fields`` set."""
-    from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
+    from airflow_provider_slurmapi.slurm.api.envelope import SlurmResponse
 
     body = copy.deepcopy(fixture_body(fixture))
     body["jobs"][0].update(fields)

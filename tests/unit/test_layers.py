@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import airflow_provider_slurmapi
-from airflow_provider_slurmapi.slurm.job_output import SUPERVISOR_SOURCE
+from airflow_provider_slurmapi.slurm.submit.job_output import SUPERVISOR_SOURCE
 
 PACKAGE = Path(airflow_provider_slurmapi.__file__).parent
 CORE = PACKAGE / "slurm"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
-from airflow_provider_slurmapi.slurm.readers import CancelOutcome
+from airflow_provider_slurmapi.slurm.jobs.readers import CancelOutcome
 from tests.conftest import CLUSTER
 
 

@@ -51,14 +51,14 @@ def test_project_comes_from_the_connection_or_must_be_given(
     monkeypatch.setenv(
         "AIRFLOW_CONN_NOPROJECT", json.dumps({"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True}})
     )
-    from airflow_provider_slurmapi.slurm.errors import ConfigurationError
+    from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError
 
     with pytest.raises(ConfigurationError, match="project_id"):
         _ = SlurmApiHook(gcp_conn_id="noproject", region="us-central1", cluster_id="c").cluster
 
 
 def test_plain_http_is_refused_off_loopback(gcp_connection: Any) -> None:
-    from airflow_provider_slurmapi.slurm.errors import ConfigurationError
+    from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError
 
     with pytest.raises(ConfigurationError, match="unencrypted"):
         _ = SlurmApiHook(api_endpoint="http://example.com:8080", **CLUSTER).cluster

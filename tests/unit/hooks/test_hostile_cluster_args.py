@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
-from airflow_provider_slurmapi.slurm.errors import ClusterNotFoundError, ConfigurationError
+from airflow_provider_slurmapi.slurm.api.errors import ClusterNotFoundError, ConfigurationError
 from tests.trap import Trap, run_trap, trap_connection_env
 
 CONN = "trap"

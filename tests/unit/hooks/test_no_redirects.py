@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_slurmapi.hooks.slurm import EndpointRedirectError, SlurmApiAsyncHook, SlurmApiHook
-from airflow_provider_slurmapi.slurm.errors import is_permanent
+from airflow_provider_slurmapi.slurm.api.errors import is_permanent
 from tests.conftest import CLUSTER, connection_uri_env
 
 SCRIPT = "#!/bin/bash\necho redirected\n"
@@ -97,7 +97,7 @@ async def test_async_transport_follows_no_redirect(redirector: Redirector, emula
 
 def test_the_error_names_only_the_redirects_host() -> None:
     from airflow_provider_slurmapi.hooks.slurm import redirect_error
-    from airflow_provider_slurmapi.slurm.cluster import cluster_ref
+    from airflow_provider_slurmapi.slurm.api.cluster import cluster_ref
 
     ref = cluster_ref(None, **CLUSTER)
     error = redirect_error(ref, 307, "https://evil.example/steal?token=abc")

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_slurmapi.slurm.errors import ConfigurationError
-from airflow_provider_slurmapi.slurm.tag import task_comment, task_tag
+from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError
+from airflow_provider_slurmapi.slurm.submit.tag import task_comment, task_tag
 from tests.unit.hooks.test_submit_once import (
     KEY,
     LONG,

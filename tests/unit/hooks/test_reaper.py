@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
-from airflow_provider_slurmapi.slurm.spec import CLOCK_SKEW_SECONDS
-from airflow_provider_slurmapi.slurm.tag import task_comment, task_tag
+from airflow_provider_slurmapi.slurm.submit.spec import CLOCK_SKEW_SECONDS
+from airflow_provider_slurmapi.slurm.submit.tag import task_comment, task_tag
 from tests.conftest import CLUSTER, connection_uri_env
 from tests.waiting import wait_until
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
-from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
-from airflow_provider_slurmapi.slurm.errors import MalformedRecordError, TransientApiError
-from airflow_provider_slurmapi.slurm.plans import SlurmRequest, one_call
+from airflow_provider_slurmapi.slurm.api.envelope import SlurmResponse
+from airflow_provider_slurmapi.slurm.api.errors import MalformedRecordError, TransientApiError
+from airflow_provider_slurmapi.slurm.api.plans import SlurmRequest, one_call
 from tests.conftest import CLUSTER
 from tests.unit.hooks.fake_clock import AsyncFakeClock, FakeClock
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
-from airflow_provider_slurmapi.slurm.errors import SignalOutcomeUnknownError
-from airflow_provider_slurmapi.slurm.readers import CancelOutcome
+from airflow_provider_slurmapi.slurm.api.errors import SignalOutcomeUnknownError
+from airflow_provider_slurmapi.slurm.jobs.readers import CancelOutcome
 from tests.conftest import CLUSTER
 from tests.waiting import wait_until
 

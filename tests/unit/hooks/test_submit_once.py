@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
-from airflow_provider_slurmapi.slurm.errors import ConfigurationError, UnauthenticatedError
-from airflow_provider_slurmapi.slurm.job_output import wrap_script
-from airflow_provider_slurmapi.slurm.spec import prepare_submission
-from airflow_provider_slurmapi.slurm.tag import task_comment, task_tag
+from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError, UnauthenticatedError
+from airflow_provider_slurmapi.slurm.submit.job_output import wrap_script
+from airflow_provider_slurmapi.slurm.submit.spec import prepare_submission
+from airflow_provider_slurmapi.slurm.submit.tag import task_comment, task_tag
 from tests.conftest import CLUSTER, connection_uri_env
 from tests.unit.hooks.fake_clock import AsyncFakeClock, FakeClock
 from tests.waiting import wait_until

@@ -8,15 +8,15 @@ from typing import Any
 import pytest
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
-from airflow_provider_slurmapi.slurm.errors import (
+from airflow_provider_slurmapi.slurm.api.errors import (
     ClusterNotFoundError,
     ConfigurationError,
     PermissionDeniedError,
     RequestTooLargeError,
     SlurmError,
 )
-from airflow_provider_slurmapi.slurm.readers import CancelOutcome
-from airflow_provider_slurmapi.slurm.states import JobState
+from airflow_provider_slurmapi.slurm.jobs.readers import CancelOutcome
+from airflow_provider_slurmapi.slurm.jobs.states import JobState
 from tests.conftest import CLUSTER
 from tests.waiting import wait_until
 

@@ -9,7 +9,7 @@ import pytest
 
 from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException
 from airflow_provider_slurmapi.operators.slurm import JOB_ID_STATE_KEY
-from airflow_provider_slurmapi.slurm.job import SlurmJob
+from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
 from airflow_provider_slurmapi.triggers.event import MalformedEventError
 from tests.unit.operators.test_submit_reattach import EARLIER, NEW, operator
 from tests.unit.recorded_slurm import API_VERSION, LIVE_CANCELLED, LIVE_COMPLETED, LIVE_FAILED, RecordedSlurm
@@ -23,7 +23,7 @@ except ImportError:  # Airflow 2.11
 
 def recorded_job(fixture: str, job_id: int = EARLIER, **fields: Any) -> dict[str, Any]:
     """A job as the trigger puts it in its event: Slurm's recorded record, read by our reader."""
-    from airflow_provider_slurmapi.slurm.readers import read_live_job
+    from airflow_provider_slurmapi.slurm.jobs.readers import read_live_job
     from tests.unit.recorded_slurm import answer_of
 
     job = read_live_job(answer_of(fixture, f"/slurm/{API_VERSION}/job/{job_id}", job_id=job_id, **fields))

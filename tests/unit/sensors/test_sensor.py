@@ -15,7 +15,7 @@ import pytest
 
 from airflow_provider_slurmapi._compat import AirflowException, AirflowFailException
 from airflow_provider_slurmapi.sensors.slurm import WATCH_STATE_KEY, SlurmJobSensor
-from airflow_provider_slurmapi.slurm.errors import JobNotFoundError
+from airflow_provider_slurmapi.slurm.api.errors import JobNotFoundError
 from airflow_provider_slurmapi.triggers.event import MalformedEventError
 from tests.conftest import CLUSTER_ID, PROJECT, REGION
 from tests.unit.operators.test_submit_resume import finished

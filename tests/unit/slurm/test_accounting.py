@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_slurmapi.slurm.accounting import (
+from airflow_provider_slurmapi.slurm.jobs.accounting import (
     Accounting,
     format_bytes,
     not_recorded,

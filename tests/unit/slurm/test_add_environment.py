@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_slurmapi.slurm.errors import ConfigurationError
-from airflow_provider_slurmapi.slurm.spec import (
+from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError
+from airflow_provider_slurmapi.slurm.submit.spec import (
     DEFAULT_ENVIRONMENT,
     add_environment,
     environment_names,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_slurmapi.slurm.api_versions import (
+from airflow_provider_slurmapi.slurm.api.api_versions import (
     API_VERSIONS,
     NEGOTIATE,
     NEWEST_FIRST,
@@ -16,12 +16,12 @@ from airflow_provider_slurmapi.slurm.api_versions import (
     served_by,
     traits,
 )
+from airflow_provider_slurmapi.slurm.api.envelope import SlurmResponse
+from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError, UnsupportedApiVersionError
+from airflow_provider_slurmapi.slurm.api.paths import VERSION_PLACEHOLDER, SlurmPaths, resolve_path
 from airflow_provider_slurmapi.slurm.client import deprecation_notice
-from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
-from airflow_provider_slurmapi.slurm.errors import ConfigurationError, UnsupportedApiVersionError
-from airflow_provider_slurmapi.slurm.paths import VERSION_PLACEHOLDER, SlurmPaths, resolve_path
-from airflow_provider_slurmapi.slurm.readers import read_history_job, read_live_job
-from airflow_provider_slurmapi.slurm.states import parse_job_state
+from airflow_provider_slurmapi.slurm.jobs.readers import read_history_job, read_live_job
+from airflow_provider_slurmapi.slurm.jobs.states import parse_job_state
 
 SLURM_26_05 = Path(__file__).resolve().parents[2] / "fixtures" / "slurm-26.05"
 

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_slurmapi.slurm.array import ArrayView, parse_state_entry_id, parse_task_ids
-from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
-from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.readers import (
+from airflow_provider_slurmapi.slurm.api.envelope import SlurmResponse
+from airflow_provider_slurmapi.slurm.jobs.array import ArrayView, parse_state_entry_id, parse_task_ids
+from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
+from airflow_provider_slurmapi.slurm.jobs.readers import (
     CancelOutcome,
     read_array_task_states,
     read_cancel,
@@ -25,7 +25,7 @@ from airflow_provider_slurmapi.slurm.readers import (
     read_jobs_by_id,
     read_live_job,
 )
-from airflow_provider_slurmapi.slurm.watch import JobWatch
+from airflow_provider_slurmapi.slurm.jobs.watch import JobWatch
 
 A = 8902  # the array's id
 
@@ -229,7 +229,7 @@ def test_fail_fast_asks_once_for_the_cancel_and_survives_a_restore() -> None:
 
 def test_state_only_updates_keep_how_tasks_ended() -> None:
     full = ArrayView.from_jobs(A, [SlurmJob.from_live(live(8905, 2, "FAILED", reason="NonZeroExitCode", rc=3))])
-    from airflow_provider_slurmapi.slurm.states import parse_job_state
+    from airflow_provider_slurmapi.slurm.jobs.states import parse_job_state
 
     updated = full.with_states({2: (8905, parse_job_state(["FAILED"]))}).merged(full)
     assert updated.tasks[2].exit_code == 3 and updated.tasks[2].reason == "NonZeroExitCode"
@@ -238,7 +238,7 @@ def test_state_only_updates_keep_how_tasks_ended() -> None:
 def test_the_tasks_of_an_array_are_one_tagged_job() -> None:
     """A retry looking for its job by tag finds the array (all its tasks carry the tag), never a task
     taken for a second copy of the job."""
-    from airflow_provider_slurmapi.slurm.tag import own_tagged
+    from airflow_provider_slurmapi.slurm.submit.tag import own_tagged
 
     tag = "airflow-ti=abc"
     records = [

@@ -11,13 +11,13 @@ from typing import Any, TypeVar
 
 import pytest
 
+from airflow_provider_slurmapi.slurm.api.cluster import ClusterRef
+from airflow_provider_slurmapi.slurm.api.envelope import SlurmResponse
+from airflow_provider_slurmapi.slurm.api.errors import InvalidArgumentError, SlurmApiError, TransientApiError
+from airflow_provider_slurmapi.slurm.api.plans import Effects, Send, SlurmRequest, run_plan
 from airflow_provider_slurmapi.slurm.client import SlurmClientBase
-from airflow_provider_slurmapi.slurm.cluster import ClusterRef
-from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
-from airflow_provider_slurmapi.slurm.errors import InvalidArgumentError, SlurmApiError, TransientApiError
-from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.plans import Effects, Send, SlurmRequest, run_plan
-from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo
+from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
+from airflow_provider_slurmapi.slurm.jobs.states import JobState, JobStateInfo
 from tests.fixtures import fixture_body
 from tests.unit.hooks.fake_clock import FakeClock
 

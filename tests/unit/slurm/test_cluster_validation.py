@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_slurmapi.slurm.cluster import ClusterRef
-from airflow_provider_slurmapi.slurm.errors import ConfigurationError
-from airflow_provider_slurmapi.slurm.paths import SlurmPaths
-from airflow_provider_slurmapi.slurm.validation import check_endpoint
+from airflow_provider_slurmapi.slurm.api.cluster import ClusterRef
+from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError
+from airflow_provider_slurmapi.slurm.api.paths import SlurmPaths
+from airflow_provider_slurmapi.slurm.api.validation import check_endpoint
 from airflow_provider_slurmapi.triggers.slurm import SlurmJobTrigger
 
 GOOD = {"project_id": "demo-project", "region": "us-central1", "cluster_id": "demo-cluster"}

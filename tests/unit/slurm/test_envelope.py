@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from airflow_provider_slurmapi.slurm.cluster import ClusterRef
-from airflow_provider_slurmapi.slurm.envelope import encode_request, parse_envelope
-from airflow_provider_slurmapi.slurm.errors import (
+from airflow_provider_slurmapi.slurm.api.cluster import ClusterRef
+from airflow_provider_slurmapi.slurm.api.envelope import encode_request, parse_envelope
+from airflow_provider_slurmapi.slurm.api.errors import (
     ClusterNotFoundError,
     ConfigurationError,
     InvalidArgumentError,
@@ -19,7 +19,7 @@ from airflow_provider_slurmapi.slurm.errors import (
     TransientApiError,
     UnauthenticatedError,
 )
-from airflow_provider_slurmapi.slurm.validation import check_endpoint
+from airflow_provider_slurmapi.slurm.api.validation import check_endpoint
 from tests.fixtures import RESPONSES, fixture_body, fixture_names, fixture_status, fixture_text
 
 CLUSTER = ClusterRef("proj-1", "us-central1", "train-a3")

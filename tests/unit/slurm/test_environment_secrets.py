@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_slurmapi.slurm.errors import ConfigurationError
-from airflow_provider_slurmapi.slurm.spec import prepare_submission
+from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError
+from airflow_provider_slurmapi.slurm.submit.spec import prepare_submission
 
 SCRIPT = "#!/bin/bash\ntrue\n"
 SECRET = "hunter2-secret-value"

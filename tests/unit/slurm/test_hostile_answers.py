@@ -15,17 +15,17 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_slurmapi.slurm import readers
-from airflow_provider_slurmapi.slurm.cluster import ClusterRef
-from airflow_provider_slurmapi.slurm.envelope import SlurmResponse, parse_envelope
-from airflow_provider_slurmapi.slurm.errors import (
+from airflow_provider_slurmapi.slurm.api.cluster import ClusterRef
+from airflow_provider_slurmapi.slurm.api.envelope import SlurmResponse, parse_envelope
+from airflow_provider_slurmapi.slurm.api.errors import (
     MalformedRecordError,
     MalformedResponseError,
     SlurmApiError,
     SlurmError,
 )
-from airflow_provider_slurmapi.slurm.job import ExitInfo, SlurmJob, slurm_number
-from airflow_provider_slurmapi.slurm.readers import (
+from airflow_provider_slurmapi.slurm.jobs import readers
+from airflow_provider_slurmapi.slurm.jobs.job import ExitInfo, SlurmJob, slurm_number
+from airflow_provider_slurmapi.slurm.jobs.readers import (
     SkippedRecords,
     read_cancel,
     read_history_job,
@@ -35,7 +35,7 @@ from airflow_provider_slurmapi.slurm.readers import (
     read_live_job,
     read_submit,
 )
-from airflow_provider_slurmapi.slurm.states import JobState, parse_job_state
+from airflow_provider_slurmapi.slurm.jobs.states import JobState, parse_job_state
 from tests.fixtures import fixture_body
 
 CLUSTER = ClusterRef("demo-project", "us-central1", "demo-cluster")
@@ -298,7 +298,7 @@ def test_a_bad_record_is_logged_once_not_on_every_poll(
 ) -> None:
     monkeypatch.setattr(readers, "_skipped_records", SkippedRecords())  # forget what other tests reported
     answer = envelope({"jobs": [{**live_record(77), "job_state": 5}, live_record(1), {"job_id": None}]})
-    with caplog.at_level(logging.WARNING, logger="airflow_provider_slurmapi.slurm.readers"):
+    with caplog.at_level(logging.WARNING, logger="airflow_provider_slurmapi.slurm.jobs.readers"):
         for _ in range(5):
             assert [job.job_id for job in read_jobs(parse(answer), history=False)] == [1]
     lines = [r.getMessage() for r in caplog.records if "Skipping a record" in r.getMessage()]
@@ -310,7 +310,7 @@ def test_a_bad_record_is_logged_once_not_on_every_poll(
 def test_the_memory_of_reported_records_is_bounded(caplog: pytest.LogCaptureFixture) -> None:
     skipped = SkippedRecords(capacity=3)
     response = parse(envelope({"jobs": []}))
-    with caplog.at_level(logging.WARNING, logger="airflow_provider_slurmapi.slurm.readers"):
+    with caplog.at_level(logging.WARNING, logger="airflow_provider_slurmapi.slurm.jobs.readers"):
         for job_id in range(1, 101):
             skipped.report(response, MalformedRecordError("bad", job_id=job_id, field="job_state"))
         skipped.report(response, MalformedRecordError("bad", job_id=100, field="job_state"))

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from airflow_provider_slurmapi.slurm.job import SlurmJob, describe_transition, format_duration
-from airflow_provider_slurmapi.slurm.states import JobState, parse_job_state
+from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob, describe_transition, format_duration
+from airflow_provider_slurmapi.slurm.jobs.states import JobState, parse_job_state
 from tests.fixtures import fixture_body, fixture_names
 
 LIVE = [

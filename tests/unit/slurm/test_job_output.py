@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_slurmapi.slurm.controls import strip_controls
-from airflow_provider_slurmapi.slurm.extra import read_extra
-from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.job_output import (
+from airflow_provider_slurmapi.slurm.jobs.controls import strip_controls
+from airflow_provider_slurmapi.slurm.jobs.extra import read_extra
+from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
+from airflow_provider_slurmapi.slurm.jobs.states import JobState, JobStateInfo
+from airflow_provider_slurmapi.slurm.node.job_supervisor import last_lines, mask_of, sensitive_values
+from airflow_provider_slurmapi.slurm.submit.job_output import (
     EXTRA_LIMIT_BYTES,
     Redaction,
     interpreter_of,
@@ -21,8 +23,6 @@ from airflow_provider_slurmapi.slurm.job_output import (
     posix_cksum,
     wrap_script,
 )
-from airflow_provider_slurmapi.slurm.job_supervisor import last_lines, mask_of, sensitive_values
-from airflow_provider_slurmapi.slurm.states import JobState, JobStateInfo
 from tests.waiting import wait_until
 
 
@@ -268,7 +268,7 @@ def test_signals_reach_the_script_once_as_unwrapped_outside_slurm_too(
 
 
 def test_without_the_wrapper_a_failure_says_in_one_line_how_to_turn_it_on() -> None:
-    from airflow_provider_slurmapi.slurm.job import REPORT_OUTPUT_HINT
+    from airflow_provider_slurmapi.slurm.jobs.job import REPORT_OUTPUT_HINT
 
     failed = SlurmJob(job_id=4242, state_info=JobStateInfo(JobState.FAILED), source="live")
     message = failed.failure_message(output_expected=False)

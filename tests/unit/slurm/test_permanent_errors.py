@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
-from airflow_provider_slurmapi.slurm.errors import (
+from airflow_provider_slurmapi.slurm.api.envelope import SlurmResponse
+from airflow_provider_slurmapi.slurm.api.errors import (
     ApiConnectionError,
     ClusterNotFoundError,
     ConfigurationError,
@@ -18,7 +18,7 @@ from airflow_provider_slurmapi.slurm.errors import (
     UnauthenticatedError,
     is_permanent,
 )
-from airflow_provider_slurmapi.slurm.readers import read_partition_names, read_submit
+from airflow_provider_slurmapi.slurm.jobs.readers import read_partition_names, read_submit
 from tests.fixtures import fixture_body, fixture_status
 
 

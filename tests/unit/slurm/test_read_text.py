@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_provider_slurmapi.slurm.accounting import read_accounting
-from airflow_provider_slurmapi.slurm.errors import ConfigurationError
-from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.sbatch import directive_fields
-from airflow_provider_slurmapi.slurm.values import NotText, read_text
+from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError
+from airflow_provider_slurmapi.slurm.api.values import NotText, read_text
+from airflow_provider_slurmapi.slurm.jobs.accounting import read_accounting
+from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
+from airflow_provider_slurmapi.slurm.submit.sbatch import directive_fields
 from tests.fixtures import fixture_body
 
 

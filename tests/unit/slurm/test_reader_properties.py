@@ -26,11 +26,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_slurmapi.slurm.cluster import ClusterRef
-from airflow_provider_slurmapi.slurm.envelope import SlurmResponse, parse_envelope
-from airflow_provider_slurmapi.slurm.errors import SlurmApiError, SlurmError
-from airflow_provider_slurmapi.slurm.job import SlurmJob, describe_transition, record_job_id
-from airflow_provider_slurmapi.slurm.readers import (
+from airflow_provider_slurmapi.slurm.api.cluster import ClusterRef
+from airflow_provider_slurmapi.slurm.api.envelope import SlurmResponse, parse_envelope
+from airflow_provider_slurmapi.slurm.api.errors import SlurmApiError, SlurmError
+from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob, describe_transition, record_job_id
+from airflow_provider_slurmapi.slurm.jobs.readers import (
     CancelOutcome,
     SubmitResult,
     read_cancel,
@@ -41,7 +41,7 @@ from airflow_provider_slurmapi.slurm.readers import (
     read_live_job,
     read_submit,
 )
-from airflow_provider_slurmapi.slurm.states import JobStateInfo
+from airflow_provider_slurmapi.slurm.jobs.states import JobStateInfo
 from tests.fixtures import OPENAPI_FILES, fixture_body, fixture_status, schema_example
 
 _COMMON = {

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
-from airflow_provider_slurmapi.slurm.errors import JobNotFoundError, SlurmError
-from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.readers import (
+from airflow_provider_slurmapi.slurm.api.envelope import SlurmResponse
+from airflow_provider_slurmapi.slurm.api.errors import JobNotFoundError, SlurmError
+from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
+from airflow_provider_slurmapi.slurm.jobs.readers import (
     CancelOutcome,
     read_cancel,
     read_history_job,
@@ -16,8 +16,8 @@ from airflow_provider_slurmapi.slurm.readers import (
     read_live_job,
     read_submit,
 )
-from airflow_provider_slurmapi.slurm.tag import own_tagged
-from airflow_provider_slurmapi.slurm.watch import JobWatch
+from airflow_provider_slurmapi.slurm.jobs.watch import JobWatch
+from airflow_provider_slurmapi.slurm.submit.tag import own_tagged
 from tests.fixtures import fixture_body, fixture_job_id, fixture_status
 
 

@@ -8,17 +8,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_slurmapi.slurm.errors import ConfigurationError
-from airflow_provider_slurmapi.slurm.job_output import wrap_script
-from airflow_provider_slurmapi.slurm.sbatch import (
+from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError
+from airflow_provider_slurmapi.slurm.submit.job_output import wrap_script
+from airflow_provider_slurmapi.slurm.submit.sbatch import (
     apply_directives,
     directive_fields,
     directive_lines,
     megabytes,
     read_directives,
 )
-from airflow_provider_slurmapi.slurm.slurm_time import slurm_minutes
-from airflow_provider_slurmapi.slurm.spec import DEFAULT_ENVIRONMENT, prepare_submission
+from airflow_provider_slurmapi.slurm.submit.slurm_time import slurm_minutes
+from airflow_provider_slurmapi.slurm.submit.spec import DEFAULT_ENVIRONMENT, prepare_submission
 
 
 def fields(*lines: str, api_version: str | None = None) -> dict[str, Any]:

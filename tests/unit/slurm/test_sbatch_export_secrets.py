@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_slurmapi.slurm.errors import ConfigurationError
-from airflow_provider_slurmapi.slurm.sbatch import apply_directives, directive_fields
-from airflow_provider_slurmapi.slurm.spec import DEFAULT_ENVIRONMENT
+from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError
+from airflow_provider_slurmapi.slurm.submit.sbatch import apply_directives, directive_fields
+from airflow_provider_slurmapi.slurm.submit.spec import DEFAULT_ENVIRONMENT
 
 MARK = "qz"
 SPELLINGS = ["--e", "--ex", "--exp", "--expo", "--expor", "--export"]

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_slurmapi.slurm.errors import ConfigurationError
-from airflow_provider_slurmapi.slurm.sbatch import directive_fields
-from airflow_provider_slurmapi.slurm.slurm_time import SlurmTimeError, slurm_minutes
-from airflow_provider_slurmapi.slurm.spec import parse_time_limit
+from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError
+from airflow_provider_slurmapi.slurm.submit.sbatch import directive_fields
+from airflow_provider_slurmapi.slurm.submit.slurm_time import SlurmTimeError, slurm_minutes
+from airflow_provider_slurmapi.slurm.submit.spec import parse_time_limit
 
 INFINITE = {"set": True, "infinite": True, "number": 0}
 

@@ -7,15 +7,15 @@ from collections.abc import Mapping
 
 import pytest
 
-from airflow_provider_slurmapi.slurm.errors import ConfigurationError, UnsupportedApiVersionError
-from airflow_provider_slurmapi.slurm.paths import SUPPORTED_API_VERSIONS, SlurmPaths
-from airflow_provider_slurmapi.slurm.spec import (
+from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError, UnsupportedApiVersionError
+from airflow_provider_slurmapi.slurm.api.paths import SUPPORTED_API_VERSIONS, SlurmPaths
+from airflow_provider_slurmapi.slurm.submit.spec import (
     DEFAULT_WORKING_DIRECTORY,
     parse_time_limit,
     prepare_submission,
     prepare_task_submission,
 )
-from airflow_provider_slurmapi.slurm.tag import TaskIdentity, carries_tag, task_comment, task_tag
+from airflow_provider_slurmapi.slurm.submit.tag import TaskIdentity, carries_tag, task_comment, task_tag
 
 SCRIPT = "#!/bin/bash\necho hi\n"
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_slurmapi.slurm.job_output import PYTHON_PATHS, wrap_script
-from airflow_provider_slurmapi.slurm.job_supervisor import last_lines, secret_forms, strip_controls
+from airflow_provider_slurmapi.slurm.node.job_supervisor import last_lines, secret_forms, strip_controls
+from airflow_provider_slurmapi.slurm.submit.job_output import PYTHON_PATHS, wrap_script
 from tests.waiting import wait_until
 
 SECRET = "s3cr3t-QWERTY-uiop-98765"  # 24 characters, as in the issue

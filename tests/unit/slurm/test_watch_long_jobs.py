@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_slurmapi.slurm.errors import is_permanent
-from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.states import FINAL_PENDING_REASONS, JobState, JobStateInfo, parse_job_state
-from airflow_provider_slurmapi.slurm.watch import JobNeverStartsError, JobWatch, PendingTimeoutError
+from airflow_provider_slurmapi.slurm.api.errors import is_permanent
+from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
+from airflow_provider_slurmapi.slurm.jobs.states import FINAL_PENDING_REASONS, JobState, JobStateInfo, parse_job_state
+from airflow_provider_slurmapi.slurm.jobs.watch import JobNeverStartsError, JobWatch, PendingTimeoutError
 
 
 def job(state: list[str], reason: str | None = None, restarts: int | None = 0, **fields: Any) -> SlurmJob:
@@ -112,7 +112,7 @@ def test_the_requeues_and_the_pending_spell_survive_a_snapshot() -> None:
 
 
 def test_final_pending_reasons_apply_to_pending_jobs_only() -> None:
-    from airflow_provider_slurmapi.slurm.states import final_pending_fix
+    from airflow_provider_slurmapi.slurm.jobs.states import final_pending_fix
 
     assert final_pending_fix(JobStateInfo(JobState.FAILED), "BadConstraints") is None
     assert final_pending_fix(JobStateInfo(JobState.PENDING), "BadConstraints") is not None

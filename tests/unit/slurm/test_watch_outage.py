@@ -8,14 +8,14 @@ import time
 
 import pytest
 
-from airflow_provider_slurmapi.slurm.errors import (
+from airflow_provider_slurmapi.slurm.api.errors import (
     ApiConnectionError,
     JobNotFoundError,
     PermissionDeniedError,
     TransientApiError,
 )
-from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.watch import DEFAULT_OUTAGE_TOLERANCE_SECONDS, JobWatch, WatchOutageError
+from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
+from airflow_provider_slurmapi.slurm.jobs.watch import DEFAULT_OUTAGE_TOLERANCE_SECONDS, JobWatch, WatchOutageError
 from tests.fixtures import fixture_body
 
 UNAVAILABLE = TransientApiError("The service is currently unavailable.", http_status=503, status="UNAVAILABLE")

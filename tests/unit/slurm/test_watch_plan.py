@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_slurmapi.slurm.errors import ApiConnectionError, SlurmApiError
-from airflow_provider_slurmapi.slurm.job import SlurmJob
-from airflow_provider_slurmapi.slurm.states import parse_job_state
-from airflow_provider_slurmapi.slurm.watch import (
+from airflow_provider_slurmapi.slurm.api.errors import ApiConnectionError, SlurmApiError
+from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
+from airflow_provider_slurmapi.slurm.jobs.states import parse_job_state
+from airflow_provider_slurmapi.slurm.jobs.watch import (
     NO_ANSWER,
     JobNeverStartsError,
     NoAnswer,

@@ -23,8 +23,8 @@ from airflow_provider_slurmapi.operators.slurm import (
     SlurmSubmitJobOperator,
 )
 from airflow_provider_slurmapi.sensors.slurm import SlurmJobSensor
-from airflow_provider_slurmapi.slurm.cluster import CLUSTER_ARG_NAMES, CLUSTER_TEMPLATE_FIELDS
-from airflow_provider_slurmapi.slurm.watch import WatchSettings
+from airflow_provider_slurmapi.slurm.api.cluster import CLUSTER_ARG_NAMES, CLUSTER_TEMPLATE_FIELDS
+from airflow_provider_slurmapi.slurm.jobs.watch import WatchSettings
 from airflow_provider_slurmapi.triggers.slurm import SlurmJobTrigger
 from tests.unit.triggers.rebuild import import_string
 from tests.unit.triggers.test_trigger_upgrade import PAYLOAD

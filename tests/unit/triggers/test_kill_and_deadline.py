@@ -18,8 +18,8 @@ import pytest
 
 from airflow_provider_slurmapi._compat import AIRFLOW_V_3_3_PLUS
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
+from airflow_provider_slurmapi.slurm.api.envelope import SlurmResponse
 from airflow_provider_slurmapi.slurm.client import log_slurm_warnings
-from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
 from airflow_provider_slurmapi.triggers import poller as poller_module
 from airflow_provider_slurmapi.triggers.poller import pollers_of_this_loop
 from airflow_provider_slurmapi.triggers.slurm import SlurmJobTrigger

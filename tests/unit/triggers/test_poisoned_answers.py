@@ -218,7 +218,7 @@ def test_a_garbled_record_of_the_job_asked_for_is_read_again(
     poisoned_connection: tuple[Any, PoisoningProxy],
 ) -> None:
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
-    from airflow_provider_slurmapi.slurm.errors import MalformedRecordError
+    from airflow_provider_slurmapi.slurm.api.errors import MalformedRecordError
     from tests.conftest import CLUSTER
 
     emulator, proxy = poisoned_connection

@@ -18,7 +18,7 @@ import pytest
 from slurmapi_emulator import run_emulator
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
-from airflow_provider_slurmapi.slurm.cluster import ClusterRef
+from airflow_provider_slurmapi.slurm.api.cluster import ClusterRef
 from airflow_provider_slurmapi.triggers.poller import ClusterPoller, pollers_of_this_loop
 from airflow_provider_slurmapi.triggers.slurm import SlurmJobTrigger
 from tests.conftest import CLUSTER, connection_uri_env, emulator_config

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
-from airflow_provider_slurmapi.slurm.cluster import ClusterRef
+from airflow_provider_slurmapi.slurm.api.cluster import ClusterRef
 from airflow_provider_slurmapi.triggers.poller import ClusterPoller, Subscription
 from tests.conftest import CLUSTER, connection_uri_env
 from tests.waiting import wait_until, wait_until_async

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from airflow_provider_slurmapi.slurm.errors import UnsupportedApiVersionError
+from airflow_provider_slurmapi.slurm.api.errors import UnsupportedApiVersionError
 
 NEGOTIATE = "auto"
 """``api_version="auto"`` (the default): the newest version both the provider and the cluster speak."""

@@ -1,7 +1,7 @@
 """The supervisor that runs a wrapped batch script on the node (``report_output=True``).
 
-Not imported by the provider: :func:`~airflow_provider_slurmapi.slurm.job_output.wrap_script` embeds
-this file's text in the batch script (with :mod:`~airflow_provider_slurmapi.slurm.controls` inlined),
+Not imported by the provider: :func:`~airflow_provider_slurmapi.slurm.submit.job_output.wrap_script` embeds
+this file's text in the batch script (with :mod:`~airflow_provider_slurmapi.slurm.jobs.controls` inlined),
 and the batch shell runs it with the node's ``python3`` (3.6 or newer; only the standard library). It
 
 1. names itself ``slurmapi-wrap`` (its canary ``slurmapi-canary``), so a script's ``pkill python3`` or
@@ -74,7 +74,7 @@ exit 0
 """
 # wrap_script puts the text of every module imported so here in place of its import line: on the node the
 # supervisor stands alone, and the provider reads Extra with the same rule without importing this file.
-from airflow_provider_slurmapi.slurm.controls import CONTROL_SEQUENCES, strip_controls  # noqa: E402
+from airflow_provider_slurmapi.slurm.jobs.controls import CONTROL_SEQUENCES, strip_controls  # noqa: E402
 
 
 def secret_forms(secrets: List[str], min_length: int = 1) -> List[str]:

@@ -12,18 +12,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, TypeVar
 
-from airflow_provider_slurmapi.slurm.array import MAX_TASK_ID, ArrayView
-from airflow_provider_slurmapi.slurm.controls import strip_controls
-from airflow_provider_slurmapi.slurm.errors import MalformedRecordError
-from airflow_provider_slurmapi.slurm.extra import read_extra
-from airflow_provider_slurmapi.slurm.states import (
+from airflow_provider_slurmapi.slurm.api.errors import MalformedRecordError
+from airflow_provider_slurmapi.slurm.api.values import NotText, as_int, clean_text, preview, read_text
+from airflow_provider_slurmapi.slurm.jobs.array import MAX_TASK_ID, ArrayView
+from airflow_provider_slurmapi.slurm.jobs.controls import strip_controls
+from airflow_provider_slurmapi.slurm.jobs.extra import read_extra
+from airflow_provider_slurmapi.slurm.jobs.states import (
     HasJobState,
     JobState,
     JobStateInfo,
     is_job_state_shape,
     parse_job_state,
 )
-from airflow_provider_slurmapi.slurm.values import NotText, as_int, clean_text, preview, read_text
 
 # Slurm's NO_VAL (0xfffffffe) and INFINITE (0xffffffff) as plain integers, e.g. the history's
 # ``time.start`` of a job cancelled while pending.

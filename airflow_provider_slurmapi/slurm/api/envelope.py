@@ -18,9 +18,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from airflow_provider_slurmapi.slurm.api_versions import served_by_text
-from airflow_provider_slurmapi.slurm.cluster import ClusterRef
-from airflow_provider_slurmapi.slurm.errors import (
+from airflow_provider_slurmapi.slurm.api.api_versions import served_by_text
+from airflow_provider_slurmapi.slurm.api.cluster import ClusterRef
+from airflow_provider_slurmapi.slurm.api.errors import (
     ClusterNotFoundError,
     ConfigurationError,
     EnvelopeError,
@@ -32,7 +32,7 @@ from airflow_provider_slurmapi.slurm.errors import (
     TransientApiError,
     UnauthenticatedError,
 )
-from airflow_provider_slurmapi.slurm.values import as_int, clean_text, preview
+from airflow_provider_slurmapi.slurm.api.values import as_int, clean_text, preview
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_slurmapi.slurm.job import ExitInfo, format_duration, slurm_number
-from airflow_provider_slurmapi.slurm.states import FINISHED_STATES, JobState, is_job_state_shape, parse_job_state
-from airflow_provider_slurmapi.slurm.values import as_int, clean_text, read_text
+from airflow_provider_slurmapi.slurm.api.values import as_int, clean_text, read_text
+from airflow_provider_slurmapi.slurm.jobs.job import ExitInfo, format_duration, slurm_number
+from airflow_provider_slurmapi.slurm.jobs.states import FINISHED_STATES, JobState, is_job_state_shape, parse_job_state
 
 # Larger than any real count (2**53: beyond it a float loses units); a bigger value is not Slurm's.
 _MAX_COUNT = 2**53

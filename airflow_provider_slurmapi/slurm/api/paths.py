@@ -11,14 +11,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from urllib.parse import parse_qsl, urlencode
 
-from airflow_provider_slurmapi.slurm.api_versions import (
+from airflow_provider_slurmapi.slurm.api.api_versions import (
     NEGOTIATE,
     SUPPORTED_API_VERSIONS,
     ApiVersionTraits,
     check_api_version,
     traits,
 )
-from airflow_provider_slurmapi.slurm.validation import check_job_id
+from airflow_provider_slurmapi.slurm.api.validation import check_job_id
 
 # The default: negotiate (see api_versions.NEGOTIATE); kept under its old name for callers.
 DEFAULT_API_VERSION = NEGOTIATE

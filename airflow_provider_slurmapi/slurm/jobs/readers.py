@@ -20,23 +20,23 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_slurmapi.slurm.array import ArrayView, parse_state_entry_id
-from airflow_provider_slurmapi.slurm.envelope import SlurmResponse
-from airflow_provider_slurmapi.slurm.errors import (
+from airflow_provider_slurmapi.slurm.api.envelope import SlurmResponse
+from airflow_provider_slurmapi.slurm.api.errors import (
     MalformedRecordError,
     MalformedResponseError,
     SlurmError,
     refused_submit,
 )
-from airflow_provider_slurmapi.slurm.job import SlurmJob, record_job_id, slurm_number
-from airflow_provider_slurmapi.slurm.states import (
+from airflow_provider_slurmapi.slurm.api.values import as_int, clean_text, preview
+from airflow_provider_slurmapi.slurm.jobs.array import ArrayView, parse_state_entry_id
+from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob, record_job_id, slurm_number
+from airflow_provider_slurmapi.slurm.jobs.states import (
     JobStateInfo,
     is_job_state_shape,
     parse_job_state,
     state_of_name,
     state_of_names,
 )
-from airflow_provider_slurmapi.slurm.values import as_int, clean_text, preview
 
 log = logging.getLogger(__name__)
 

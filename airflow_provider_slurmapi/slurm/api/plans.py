@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from airflow_provider_slurmapi.slurm.envelope import HttpMethod, SlurmResponse
-from airflow_provider_slurmapi.slurm.errors import SlurmApiError
+from airflow_provider_slurmapi.slurm.api.envelope import HttpMethod, SlurmResponse
+from airflow_provider_slurmapi.slurm.api.errors import SlurmApiError
 
 T = TypeVar("T")
 

@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_slurmapi.slurm.errors import ConfigurationError
-from airflow_provider_slurmapi.slurm.slurm_time import SlurmTimeError, time_limit_field
-from airflow_provider_slurmapi.slurm.tag import TaskIdentity, carries_tag
-from airflow_provider_slurmapi.slurm.values import preview
+from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError
+from airflow_provider_slurmapi.slurm.api.values import preview
+from airflow_provider_slurmapi.slurm.submit.slurm_time import SlurmTimeError, time_limit_field
+from airflow_provider_slurmapi.slurm.submit.tag import TaskIdentity, carries_tag
 
 DEFAULT_WORKING_DIRECTORY = "/tmp"
 DEFAULT_ENVIRONMENT: tuple[str, ...] = ("PATH=/usr/local/bin:/usr/bin:/bin",)
@@ -44,7 +44,7 @@ def parse_time_limit(value: Any) -> dict[str, Any]:
 
     Accepts an int (minutes), a ``timedelta`` (seconds round up), the ``{"set": true, "number": N}``
     form itself, and any string ``sbatch --time`` takes, read by the same reader as ``#SBATCH --time``
-    (:mod:`~airflow_provider_slurmapi.slurm.slurm_time`): ``"90"``, ``"1:30:00"``, ``"0-5:30"``,
+    (:mod:`~airflow_provider_slurmapi.slurm.submit.slurm_time`): ``"90"``, ``"1:30:00"``, ``"0-5:30"``,
     ``"2-00:00:00"``, and ``"0"``, ``"-1"``, ``"UNLIMITED"``, ``"infinite"`` for no limit.
     """
     fix = (
@@ -171,7 +171,7 @@ def prepare_submission(
 
     ``tag``/``comment`` (from :func:`task_tag`/:func:`task_comment`) are added to the job's
     ``comment``; a comment the user set is kept, the tag appended to it. ``wrap``: what is sent in
-    place of the checked script (e.g. :func:`~airflow_provider_slurmapi.slurm.job_output.wrap_script`).
+    place of the checked script (e.g. :func:`~airflow_provider_slurmapi.slurm.submit.job_output.wrap_script`).
     """
     if job is None:
         job = {}

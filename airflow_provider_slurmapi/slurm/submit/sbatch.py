@@ -17,11 +17,11 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_slurmapi.slurm.api_versions import NEGOTIATE, traits
-from airflow_provider_slurmapi.slurm.errors import ConfigurationError
-from airflow_provider_slurmapi.slurm.slurm_time import SlurmTimeError, time_limit_field
-from airflow_provider_slurmapi.slurm.spec import add_environment
-from airflow_provider_slurmapi.slurm.values import read_text
+from airflow_provider_slurmapi.slurm.api.api_versions import NEGOTIATE, traits
+from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError
+from airflow_provider_slurmapi.slurm.api.values import read_text
+from airflow_provider_slurmapi.slurm.submit.slurm_time import SlurmTimeError, time_limit_field
+from airflow_provider_slurmapi.slurm.submit.spec import add_environment
 
 MAGIC = "#SBATCH"
 

@@ -13,7 +13,7 @@ import ipaddress
 import re
 from urllib.parse import urlsplit
 
-from airflow_provider_slurmapi.slurm.errors import ConfigurationError
+from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError
 
 # Google Cloud regions: ``us-central1``, ``europe-west4``, ``northamerica-northeast1``.
 _REGION_RE = re.compile(r"[a-z]{2,20}-[a-z]{2,20}[1-9][0-9]?")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from airflow_provider_slurmapi.slurm.errors import (
+from airflow_provider_slurmapi.slurm.api.errors import (
     ApiConnectionError,
     MalformedResponseError,
     TransientApiError,

@@ -16,11 +16,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_slurmapi.slurm.states import FINISHED_STATES, HasJobState, JobState, JobStateInfo, parse_job_state
-from airflow_provider_slurmapi.slurm.values import as_int, clean_text
+from airflow_provider_slurmapi.slurm.api.values import as_int, clean_text
+from airflow_provider_slurmapi.slurm.jobs.states import (
+    FINISHED_STATES,
+    HasJobState,
+    JobState,
+    JobStateInfo,
+    parse_job_state,
+)
 
 if TYPE_CHECKING:
-    from airflow_provider_slurmapi.slurm.job import ExitInfo, SlurmJob
+    from airflow_provider_slurmapi.slurm.jobs.job import ExitInfo, SlurmJob
 
 # At most this many failed tasks are spelled out in a failure message; the rest are counted.
 MAX_FAILED_NAMED = 20

@@ -13,10 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from airflow_provider_slurmapi.slurm.errors import ConfigurationError
+from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError
 
 if TYPE_CHECKING:  # the type only: the submit side may read the job side, never the reverse
-    from airflow_provider_slurmapi.slurm.job import SlurmJob
+    from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
 
 TAG_PREFIX = "airflow-ti="
 

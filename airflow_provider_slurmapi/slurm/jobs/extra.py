@@ -1,16 +1,16 @@
 """What a job's ``extra`` says: the output report the wrapper wrote at its end, or a progress message.
 
-The job side of :mod:`~airflow_provider_slurmapi.slurm.job_output`: reading a record's ``extra`` needs
+The job side of :mod:`~airflow_provider_slurmapi.slurm.submit.job_output`: reading a record's ``extra`` needs
 only the marker, never the wrapping (the submit side). Control sequences are stripped as the node's
-supervisor strips them (:mod:`~airflow_provider_slurmapi.slurm.controls`): anyone may have set it.
+supervisor strips them (:mod:`~airflow_provider_slurmapi.slurm.jobs.controls`): anyone may have set it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from airflow_provider_slurmapi.slurm.controls import strip_controls
-from airflow_provider_slurmapi.slurm.values import clean_text
+from airflow_provider_slurmapi.slurm.api.values import clean_text
+from airflow_provider_slurmapi.slurm.jobs.controls import strip_controls
 
 OUTPUT_MARKER = "airflow-output:"
 

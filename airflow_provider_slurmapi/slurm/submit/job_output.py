@@ -7,7 +7,7 @@ user, and ``GET /slurm/{v}/job/{id}`` returns the new ``extra`` at once. Slurm k
 parameter too long").
 
 :func:`wrap_script` turns the user's batch script into one whose batch shell hands over to a
-supervisor (:mod:`~airflow_provider_slurmapi.slurm.job_supervisor`, run by the node's ``python3``) that
+supervisor (:mod:`~airflow_provider_slurmapi.slurm.node.job_supervisor`, run by the node's ``python3``) that
 
 - runs the script, byte for byte and checked, with its own ``#!`` interpreter; the ``#SBATCH`` lines
   are copied to the top, right after ``#!``, and nothing of the user's text is ever rewritten;
@@ -22,7 +22,7 @@ Where the node has no ``python3`` at a system path (:data:`PYTHON_PATHS`, never 
 batch shell runs the script with ``exec`` (from a checked copy, unlinked before it starts), and ``extra``
 says that python3 was missing instead of the output. See ``docs/job-output.md``.
 
-:func:`~airflow_provider_slurmapi.slurm.extra.read_extra` (the job side, which imports nothing of this
+:func:`~airflow_provider_slurmapi.slurm.jobs.extra.read_extra` (the job side, which imports nothing of this
 module) splits what a job record's ``extra`` says into that output and a progress message.
 """
 
@@ -36,8 +36,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from airflow_provider_slurmapi.slurm.extra import OUTPUT_MARKER
-from airflow_provider_slurmapi.slurm.sbatch import directive_lines
+from airflow_provider_slurmapi.slurm.jobs.extra import OUTPUT_MARKER
+from airflow_provider_slurmapi.slurm.submit.sbatch import directive_lines
 
 EXTRA_LIMIT_BYTES = 1024
 PROGRESS_COMMAND = "slurm_progress"
@@ -220,7 +220,7 @@ def wrap_script(
     return wrapped.decode("utf-8", "surrogateescape")
 
 
-SUPERVISOR_MODULE = "airflow_provider_slurmapi.slurm.job_supervisor"
+SUPERVISOR_MODULE = "airflow_provider_slurmapi.slurm.node.job_supervisor"
 # An import of one of the provider's modules in the supervisor: wrap_script puts that module's text there.
 _PROVIDER_IMPORT = re.compile(r"^from (airflow_provider_slurmapi(?:\.\w+)+) import [^\n]*$", re.MULTILINE)
 

@@ -1,0 +1,1 @@
+"""The submit side: what a submit sends (spec, #SBATCH lines, time forms, the tag, the wrapped script)."""
