@@ -58,7 +58,8 @@ def test_a_deferrable_start_costs_the_submit_and_its_resume_the_accounting_read(
     from airflow_provider_slurmapi.operators.slurm import SlurmSubmitJobOperator
 
     start, resume, _ = deferred_run(load_dag("slurm_scenarios.py", "completes"), gcp_connection, phases)
-    assert start == ["submit", "job-get"], start  # the account, learned once
+    # The read that learns the account: only where no earlier task of this deployment (or test) taught it.
+    assert start in (["submit"], ["submit", "job-get"]), start
     assert resume == ["slurmdb"], resume
 
     start, resume, last = deferred_run(load_dag("slurm_scenarios.py", "completes"), gcp_connection, phases)
