@@ -375,6 +375,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
                 return previous.job_id
             if previous is not None and not previous.state_info.has_ended:
                 self._adopted = True
+                self._resume_job = previous  # the trigger's first view of it (no second read)
                 self.log.info(
                     "Reattaching to Slurm job %s of this task instance (%s), submitted by an earlier try.",
                     previous.job_id,
@@ -552,18 +553,20 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
     def _wait(self, context: Context, job_id: int, *, adopted: bool = False) -> int:
         """Wait for the job; ``adopted`` when an earlier try submitted it (see :meth:`_finish`)."""
         pending_since = None if adopted else self._submitted_at  # a job found again: its wait counts from now
-        watch = self._new_watch(job_id, pending_since=pending_since)
-        # Deferrable: the first look only, here; the triggerer drives the same plan on from there.
-        end = self._follow(self._watch_plan(watch, self.poll_interval, pause=lambda step, outage: self.deferrable))
-        if not end.finished:
+        if self.deferrable:
+            # No look here: the trigger's batched poll makes the first one, so a deferrable start costs
+            # the submit alone (an adopted job hands on the record its lookup read).
             self._defer_wait(
                 job_id,
-                end.job,
+                self._resume_job if adopted else None,
                 poll_interval=self.poll_interval,
                 timeout=self.execution_timeout,
                 pending_since=pending_since,
                 method_kwargs={"adopted": True} if adopted else None,
             )
+        watch = self._new_watch(job_id, pending_since=pending_since)
+        # Deferrable: the first look only, here; the triggerer drives the same plan on from there.
+        end = self._follow(self._watch_plan(watch, self.poll_interval))
         assert end.job is not None
         return self._finish(context, end.job, adopted=adopted)
 

@@ -74,6 +74,19 @@ def test_a_first_try_looks_for_nothing_and_submits() -> None:
     assert [(method, path) for method, path, _ in slurm.calls] == [("POST", f"/slurm/{API_VERSION}/job/submit")]
 
 
+def test_a_deferrable_first_try_defers_straight_after_the_submit() -> None:
+    """No look before deferring: the trigger's batched poll makes the first one, so the start costs one call."""
+    slurm = RecordedSlurm()
+    slurm.accepts_submit(NEW)
+    ti, store = TaskInstance(try_number=1), StateStore()
+    with pytest.raises(TaskDeferred) as deferred:
+        operator(slurm).execute(task_context(ti, store))
+    assert [(method, path) for method, path, _ in slurm.calls] == [("POST", f"/slurm/{API_VERSION}/job/submit")]
+    assert deferred.value.trigger.job_id == NEW and deferred.value.trigger.last_seen is None
+    assert not deferred.value.kwargs  # its own job: never replaced
+    assert ti.xcom["slurm_job_id"] == NEW and store.values[JOB_ID_STATE_KEY] == NEW
+
+
 def test_a_first_submit_with_no_account_known_reads_its_job_once_to_learn_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing configured, nothing kept: the owner of the job whose submit answer was read is our account."""
     monkeypatch.delenv(f"AIRFLOW_VAR_{kept_account_variable().upper()}")
@@ -120,6 +133,8 @@ def test_an_earlier_job_that_will_still_run_is_adopted_and_the_wait_says_so(fixt
     assert slurm.submits() == []
     assert deferred.value.trigger.job_id == EARLIER and ti.xcom["slurm_job_id"] == EARLIER
     assert deferred.value.kwargs == {"adopted": True}  # so that a cancel of it is answered by a new job
+    # The record its lookup read is the trigger's first view: the job is not read again before deferring.
+    assert len(slurm.calls) == 1 and deferred.value.trigger.last_seen["job_id"] == EARLIER
 
 
 def test_an_adopted_job_is_waited_on_without_deferring_too() -> None:
