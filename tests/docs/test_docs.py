@@ -239,8 +239,10 @@ def test_the_readme_and_the_docs_index_say_the_same_of_make_test() -> None:
     # and what it names is what the Makefile's test target runs
     makefile = (REPO / "Makefile").read_text()
     recipe = makefile.split("\ntest: ", 1)[1].split("\n\n", 1)[0]
-    for stage in ("lint", "slurm", "slurm-26.05", "deployment-3.3"):
+    for stage in ("lint", "unit-emulator-dag-runs+slurm+slurm-26.05", "deployment-3.3"):
         assert f"TIMED,{stage}," in recipe
+    for target in ("test-fast", "test-slurm", "test-slurm-26", "test-deployment"):
+        assert re.search(rf"\b{target}\b", recipe), f"make test no longer runs {target}"
     assert '"docs"' not in recipe  # the docs build runs in the main pytest stage (tests/docs), not apart
 
 

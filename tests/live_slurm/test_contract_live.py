@@ -141,10 +141,12 @@ def run_contract_script(client: EnvelopeClient, cwd: str) -> Transcript:
         t.replies[f"odd_job_id_{key}"] = get(odd_id)
 
     # Four jobs at once: one that completes, one that exits 3, one cancelled while running, one held.
+    # Each runs for seconds, so a round of looks seen RUNNING even when the machine is loaded (the live
+    # suite runs beside the unit stage in `make test`: a 1 s run was once missed between two looks).
     scripts = {
-        "completes": ("#!/bin/bash\necho hello\nsleep 3\n", {}),
-        "exit3": ("#!/bin/bash\necho failing\nsleep 1\nexit 3\n", {}),
-        "sigkill": ("#!/bin/bash\nsleep 1\nkill -9 $$\n", {}),
+        "completes": ("#!/bin/bash\necho hello\nsleep 4\n", {}),
+        "exit3": ("#!/bin/bash\necho failing\nsleep 4\nexit 3\n", {}),
+        "sigkill": ("#!/bin/bash\nsleep 4\nkill -9 $$\n", {}),
         "cancel": ("#!/bin/bash\nsleep 600\n", {}),
         "held": ("#!/bin/bash\necho never\n", {"hold": True}),
     }
