@@ -519,10 +519,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         dag_run = context.get("dag_run")
         started = getattr(dag_run, "start_date", None)
         since = int(started.timestamp()) - CLOCK_SKEW_SECONDS if started is not None else None
-        found = self.hook.find_job_by_tag(tag, name=name, since=since)
-        if found is not None and found.array_job_id and found.array is None:  # one task's record: read the array
-            return self.hook.get_job(found.array_job_id) or found
-        return found
+        return self.hook.find_job_by_tag(tag, name=name, since=since)
 
     def _stored_job_id(self, context: Context, *, any_try: bool = False) -> int | None:
         """The job id an earlier try stored (or this try's, with ``any_try``): task state store (Airflow

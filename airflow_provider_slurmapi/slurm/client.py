@@ -649,9 +649,19 @@ class SlurmClientBase:
         return copies
 
     def _find_by_tag_plan(self, tag: str, *, name: str | None, since: int | None) -> Plan[SlurmJob | None]:
-        """The newest of our own jobs that carry ``tag`` (a retry looks for an earlier try's job)."""
+        """The newest of our own jobs that carry ``tag`` (a retry looks for an earlier try's job).
+
+        An array is one job: what the lookup found of it is one task's record (known by the array's id),
+        so the array is read whole, its state that of all its tasks (else that task's record stands).
+        """
         ours = yield from self._our_jobs_plan(tag, name=name, since=since)
-        return ours[-1] if ours else None
+        if not ours:
+            return None
+        found = ours[-1]
+        if found.array_job_id and found.array is None:
+            whole: SlurmJob | None = yield from self._job_plan(found.array_job_id)
+            return whole or found
+        return found
 
     def _partitions_plan(self, *, retry: bool | None = None) -> Plan[list[str]]:
         return one_call(SlurmRequest("GET", self.paths.partitions(), read_partition_names, retry=retry))

@@ -237,3 +237,13 @@ def test_a_submission_prepared_without_a_tag_gets_a_one_off_tag(gcp_connection: 
     (job,) = [job for job in gcp_connection.jobs() if job["job_id"] == result.job_id]
     assert "slurmapi-submit=" in (job.get("comment") or ""), job
     make_hook().cancel_job(result.job_id)
+
+
+def test_a_retry_finds_an_array_as_the_one_job_it_is(gcp_connection: Any) -> None:
+    """Every task of an array carries the tag: the lookup answers the array, read whole, not one task."""
+    tag = task_tag("dag", "sweep", "run", key=KEY)
+    hook = make_hook()
+    array_id = hook.submit_job({**spec(gcp_connection, "sweep"), "array": "0-2"}, LONG, tag=tag).job_id
+    found = make_hook().find_job_by_tag(tag, name="sweep", since=int(time.time()) - 600)
+    assert found is not None and found.job_id == array_id
+    assert found.array is not None, "one task's record was taken for the array"
