@@ -490,6 +490,11 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         """
         return self._run(self._wait_for_accounting_plan(job_id, wait_seconds, poll_seconds))
 
+    def wait_for_termination(self, job_id: int, timeout: float, *, poll_seconds: float) -> SlurmJob | None:
+        """The job once it has finished (Slurm cancels asynchronously), looked for up to ``timeout`` seconds on
+        the hook's clock; its last record if it has not by then, ``None`` if Slurm knows it nowhere."""
+        return self._run(self._wait_for_termination_plan(job_id, timeout, poll_seconds))
+
 
 class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
     """The async twin of :class:`SlurmApiHook`, for triggers: the same client core and plans, with an
@@ -637,6 +642,9 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
         self, job_id: int, wait_seconds: float, *, poll_seconds: float = ACCOUNTING_POLL_SECONDS
     ) -> tuple[str, dict[str, Any]]:
         return await self._run(self._wait_for_accounting_plan(job_id, wait_seconds, poll_seconds))
+
+    async def wait_for_termination(self, job_id: int, timeout: float, *, poll_seconds: float) -> SlurmJob | None:
+        return await self._run(self._wait_for_termination_plan(job_id, timeout, poll_seconds))
 
 
 __all__ = ["SlurmApiAsyncHook", "SlurmApiHook"]

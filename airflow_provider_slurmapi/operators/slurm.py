@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
@@ -748,16 +747,14 @@ class SlurmCancelJobOperator(SlurmBaseOperator):
         except SignalOutcomeUnknownError as exc:
             raise AirflowFailException(str(exc)) from exc  # a task retry would deliver the signal again
         self.log.info("Cancel of Slurm job %s: %s.", job_id, outcome.value)
-        job = self.hook.get_job(job_id)
         if self.wait_for_termination and self.signal is None:
-            deadline = time.monotonic() + self.termination_timeout
-            while job is not None and not job.is_finished and time.monotonic() < deadline:
-                time.sleep(self.poll_interval)
-                job = self.hook.get_job(job_id)
+            job = self.hook.wait_for_termination(job_id, self.termination_timeout, poll_seconds=self.poll_interval)
             if job is not None and not job.is_finished:
                 raise AirflowException(
                     f"Slurm job {job_id} is still {job.describe()} {self.termination_timeout:.0f}s after the cancel."
                 )
+        else:
+            job = self.hook.get_job(job_id)
         state = job.describe() if job is not None else None
         if job is not None:
             self.log.info("Slurm job %s is now %s.", job_id, state)

@@ -882,6 +882,22 @@ class SlurmClientBase:
                 return not_recorded(job_id, waited)
             yield Sleep(min(poll_seconds, max(0.0, wait_seconds - waited)))
 
+    def _wait_for_termination_plan(self, job_id: int, timeout: float, poll_seconds: float) -> Plan[SlurmJob | None]:
+        """The job once it has finished, looked at every ``poll_seconds`` for up to ``timeout`` seconds.
+
+        Slurm cancels asynchronously: a cancelled job stays RUNNING or COMPLETING a while. When the time is
+        up, its last record (still unfinished: the caller says so); ``None`` if Slurm knows it nowhere.
+        """
+        started: float = yield NOW
+        job = yield from self._job_plan(job_id)
+        while job is not None and not job.is_finished:
+            waited = (yield NOW) - started
+            if waited >= timeout:
+                break
+            yield Sleep(min(poll_seconds, timeout - waited))
+            job = yield from self._job_plan(job_id)
+        return job
+
 
 def no_answer(cluster: ClusterRef, timeout: float, exc: BaseException) -> ApiConnectionError:
     """A transport got no answer: the error names the endpoint and the wait."""

@@ -185,3 +185,24 @@ def test_no_secret_in_logs_errors_or_repr(
     assert token not in text
     assert token not in repr(hook)
     assert "PRIVATE KEY" not in text
+
+
+def test_the_termination_wait_runs_on_the_hooks_clock(gcp_connection: Any) -> None:
+    """The cancel operator's wait: a job that does not finish is looked at every poll until the timeout,
+    on the hook's clock (no real time passes here); a cancelled one is answered once it has finished."""
+    from tests.unit.hooks.fake_clock import FakeClock
+
+    hook, clock = make_hook(), FakeClock()
+    hook.clock = clock
+    workdir = gcp_connection.config.workdir
+    running = hook.submit_job(job_spec(workdir, name="stays"), "#!/bin/bash\nsleep 120\n").job_id
+    gcp_connection.wait_for_state(running, ["RUNNING", "PENDING"], timeout=30)
+    gcp_connection.reset_calls()
+    job = hook.wait_for_termination(running, 10, poll_seconds=3)
+    assert job is not None and not job.is_finished
+    assert clock.sleeps == [3, 3, 3, 1]  # the last wait ends at the timeout, not past it
+    assert gcp_connection.calls()["total"] == 5  # the first look and one after each wait
+    hook.cancel_job(running)
+    done = hook.wait_for_termination(running, 60, poll_seconds=1)
+    assert done is not None and done.is_finished and done.state is JobState.CANCELLED
+    assert hook.wait_for_termination(999_999, 10, poll_seconds=1) is None
