@@ -142,12 +142,22 @@ def wait_polled(clusters: list[Cluster], job_ids: set[int]) -> None:
     wait_for(lambda: job_ids <= polled_ids(clusters), f"{len(job_ids)} jobs polled", timeout=120, every=1.0)
 
 
-def calls_per_interval(clusters: list[Cluster], intervals: int = 3) -> dict[str, float]:
-    """jobs/state calls each cluster got per poll interval, counted over ``intervals`` intervals."""
+def calls_per_interval(clusters: list[Cluster], job_ids: set[int], intervals: int = 3) -> dict[str, float]:
+    """jobs/state calls each cluster got per poll interval: counted over a window that holds at least
+    ``intervals`` intervals AND in which every watched job was polled (the event that makes the window
+    one of steady polling, not of triggers still starting), divided by the window's measured length."""
     for c in clusters:
         c.gateway.reset_calls()
-    time.sleep(intervals * POLL_INTERVAL)  # the window the calls are counted over
-    return {c.cluster_id: c.gateway.calls()["by_kind"].get("jobs-state", 0) / intervals for c in clusters}
+    counted_from = time.monotonic()
+    wait_for(
+        lambda: time.monotonic() - counted_from >= intervals * POLL_INTERVAL and job_ids <= polled_ids(clusters),
+        f"{intervals} poll intervals in which every one of {len(job_ids)} jobs was polled",
+        timeout=30 * POLL_INTERVAL,
+        every=0.5,
+    )
+    calls = {c.cluster_id: c.gateway.calls()["by_kind"].get("jobs-state", 0) for c in clusters}
+    spanned = (time.monotonic() - counted_from) / POLL_INTERVAL
+    return {cluster_id: count / spanned for cluster_id, count in calls.items()}
 
 
 def end_jobs(lab: Lab, job_ids: list[int], release: int) -> tuple[list[int], list[int]]:
@@ -310,12 +320,13 @@ def _calls(w: Wave, deployment: Deployment) -> None:
         for (run, index), (cluster_id, _) in jobs.items()
         if cluster_id != w.clusters[index % len(w.clusters)].cluster_id  # task i on cluster i % 3, no other
     ]
-    wait_polled(w.clusters, {job_id for _, job_id in jobs.values()})
+    watched = {job_id for _, job_id in jobs.values()}
+    wait_polled(w.clusters, watched)
     held = {(run, i): h for run, run_id in w.runs.items() for i, h in holders(deployment, run_id).items()}
     w.facts["holders per cluster"] = {
         c.cluster_id: {held[k] for k, (cid, _) in jobs.items() if cid == c.cluster_id} - {None} for c in w.clusters
     }
-    w.facts["calls per interval"] = calls_per_interval(w.clusters)
+    w.facts["calls per interval"] = calls_per_interval(w.clusters, watched)
     w.facts["calls by kind"] = {c.cluster_id: dict(c.gateway.calls()["by_kind"]) for c in w.clusters}
 
 
