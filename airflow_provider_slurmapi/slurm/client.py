@@ -81,14 +81,13 @@ from airflow_provider_slurmapi.slurm.jobs.readers import (
     CancelOutcome,
     SubmitResult,
     caller_user,
-    read_array_task_states,
     read_cancel,
     read_history_job,
-    read_job_states,
     read_jobs,
     read_jobs_by_id,
     read_live_job,
     read_partition_names,
+    read_state_entries,
     read_submit,
 )
 from airflow_provider_slurmapi.slurm.jobs.states import JobStateInfo
@@ -684,9 +683,10 @@ class SlurmClientBase:
                 for start in range(0, len(ids), MAX_IDS_PER_CALL):
                     path = self.paths.jobs_state(ids[start : start + MAX_IDS_PER_CALL])
                     response: SlurmResponse = yield SlurmRequest("GET", path, _as_is)
+                    chunk, entries = read_state_entries(response)
+                    states.update(chunk)
                     if tasks is not None:
-                        tasks.extend(read_array_task_states(response))
-                    states.update(read_job_states(response))
+                        tasks.extend(entries)
                 return states
             except SlurmApiError as exc:
                 why = state_endpoint_refused(exc)

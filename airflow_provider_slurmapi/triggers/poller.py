@@ -65,6 +65,8 @@ PENDING_REREAD_SECONDS = 120.0
 MAX_FIRST_READS_ONE_BY_ONE = MAX_CONCURRENT_CALLS
 # After a round that took longer than the interval, the next waits at least this fraction of it.
 MIN_REST_FRACTION = 0.1
+# A round hands its answers to this many jobs' triggers, then lets the event loop run (lag stays low).
+DISPATCH_SLICE = 1000
 # Cancels of killed tasks run this many at once (a hundred tasks marked failed together).
 MAX_CONCURRENT_CANCELS = 32
 # How long a cancel may take, retries included, before it is logged as not confirmed.
@@ -131,6 +133,9 @@ class ClusterPoller:
         self.progress_reads = 0
         self._progress_read_in: dict[int, int] = {}  # job id -> the round its progress was last read in
         self._pending_read_at: dict[int, float] = {}  # job id -> when (loop time) its record was last read
+        # No entry of _pending_read_at is older than this (they are only ever set to "now"): while it is not
+        # PENDING_REREAD_SECONDS old, no pending job is due and the round skips looking for one.
+        self._pending_floor: float | None = None
         self.first_reads_batched = 0  # rounds whose first reads came from one jobs/ list
         self.pending_reads_batched = 0  # rounds whose pending re-reads came from one jobs/ list
         self._task_entries: list[tuple[int, int, JobStateInfo]] = []  # array tasks of this round's answer
@@ -240,37 +245,50 @@ class ClusterPoller:
         self._task_entries = []
         # jobs/state for all of them; the hook falls back to the jobs/ list (and remembers) where it must.
         live = await self.hook.get_live_states(ids, tasks=self._task_entries)
+        await asyncio.sleep(0)  # the answer is read: let the loop run before the round goes on
         arrays = self._follow_arrays(ids, live)
-        changed = [j for j, state in live.items() if isinstance(state, JobStateInfo) and self._needs_details(j, state)]
+        known = self._known
+        # Details on a change of state from what is known (the subscriber's ``seen`` at first), and at
+        # first sight of a job nobody has seen: the first line names reason and node.
+        changed = [
+            j
+            for j, state in live.items()
+            if type(state) is JobStateInfo
+            and ((seen := known.get(j)) is None or (seen.state_info is not state and seen.state_info != state))
+        ]
         details = await self._details(list(dict.fromkeys([*changed, *arrays])))
         details.update(await self._progress(live, details))
         details.update(await self._pending(live, details))
         missing = [j for j in ids if j not in live]
         history = await self._gather(self.hook.get_history_job, missing)
-        for job_id in ids:
+        await asyncio.sleep(0)
+        subscriptions = self._subscriptions
+        for count, job_id in enumerate(ids, 1):
+            if not count % DISPATCH_SLICE:
+                await asyncio.sleep(0)  # thousands of jobs a round: the event loop is never held for long
+            subscribers = subscriptions.get(job_id)
+            if subscribers is None:  # the trigger left while this poll was in flight
+                continue
             state = live.get(job_id)
             job: SlurmJob | SlurmApiError | None
             if job_id in details:
                 job = details[job_id]
+            elif type(state) is JobStateInfo:
+                # Unchanged since the last round; or its details could not be read this round.
+                job = known.get(job_id) or SlurmJob(job_id=job_id, state_info=state, source="live")
             elif isinstance(state, SlurmJob):
                 job = state
-            elif state is None:
-                job = history.get(job_id)
             else:
-                # Unchanged since the last round; or its details could not be read this round.
-                job = self._known.get(job_id) or SlurmJob(job_id=job_id, state_info=state, source="live")
-            subscribers = self._subscriptions.get(job_id)
-            if subscribers is None:  # the trigger left while this poll was in flight
-                continue
+                job = history.get(job_id)
             if isinstance(job, SlurmApiError):  # this job's own answer failed: only its watchers hear of it
                 for sub in list(subscribers):
                     sub.fail(job)
                 continue
             if job is not None:
-                self._known[job_id] = job
+                known[job_id] = job
                 if job.array is not None:
                     self._task_owner.update((t.job_id, job_id) for t in job.array.tasks.values() if t.job_id)
-            for sub in list(subscribers):
+            for sub in subscribers:  # publish never awaits: the set cannot change under it
                 sub.publish(job)
 
     def _follow_arrays(self, ids: Sequence[int], live: dict[int, JobStateInfo | SlurmJob]) -> list[int]:
@@ -340,18 +358,27 @@ class ClusterPoller:
         """Fresh records of pending jobs whose triggers follow the pending reason: each at most every
         ``PENDING_REREAD_SECONDS``, at most ``MAX_PENDING_READS`` a round, those read least recently first."""
         now = asyncio.get_running_loop().time()
+        read_at = self._pending_read_at
         for job_id in fetched:
-            self._pending_read_at[job_id] = now
+            read_at[job_id] = now
+        if self._pending_floor is not None and now - self._pending_floor < PENDING_REREAD_SECONDS:
+            # None is due: only the pending jobs seen for the first time are noted (from now on).
+            for job_id in live.keys() - read_at.keys():
+                state = live[job_id]
+                if type(state) is JobStateInfo and state.state is JobState.PENDING and job_id not in fetched:
+                    read_at[job_id] = now
+            return {}
         wanted = [
             job_id
             for job_id, state in live.items()
             if isinstance(state, JobStateInfo)
             and state.state is JobState.PENDING
             and job_id not in fetched
-            and now - self._pending_read_at.setdefault(job_id, now) >= PENDING_REREAD_SECONDS
+            and now - read_at.setdefault(job_id, now) >= PENDING_REREAD_SECONDS
             and any(sub.pending for sub in self._subscriptions.get(job_id, ()))
         ]
         if not wanted:
+            self._pending_floor = min(read_at.values(), default=now)
             return {}
         if len(wanted) > MAX_PENDING_READS:
             # Many due at once (thousands of jobs deferred together come due together): one jobs/ list
@@ -370,12 +397,6 @@ class ClusterPoller:
             self._pending_read_at[job_id] = now
         # Like progress: a failed read or a job gone between the two calls is read again next round.
         return {job_id: job for job_id, job in (await self._details(wanted)).items() if isinstance(job, SlurmJob)}
-
-    def _needs_details(self, job_id: int, state: JobStateInfo) -> bool:
-        """Details on a change of state from what is known (the subscriber's ``seen`` at first), and
-        at first sight of a job nobody has seen: the first line names reason and node."""
-        known = self._known.get(job_id)
-        return known is None or known.state_info != state
 
     async def _details(self, job_ids: Sequence[int]) -> dict[int, SlurmJob | SlurmApiError | None]:
         """Full records of the jobs whose state changed: one ``job/{id}`` call each, a bounded batch at a time.

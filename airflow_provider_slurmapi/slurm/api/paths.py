@@ -23,6 +23,8 @@ from airflow_provider_slurmapi.slurm.api.validation import check_job_id
 # The default: negotiate (see api_versions.NEGOTIATE); kept under its old name for callers.
 DEFAULT_API_VERSION = NEGOTIATE
 _TIME_FILTERS = ("start_time", "end_time")
+# How many jobs/state queries (id lists) a SlurmPaths keeps: a poll round asks one per 10,000 jobs.
+_KEPT_STATE_QUERIES = 4
 
 
 def _job_segment(job_id: int | str) -> str:
@@ -81,6 +83,7 @@ class SlurmPaths:
         self.wall = wall
         self.traits: ApiVersionTraits | None = None if check_api_version(version) == NEGOTIATE else traits(version)
         self.version = self.traits.name if self.traits else VERSION_PLACEHOLDER
+        self._state_queries: dict[tuple[int | str, ...], str] = {}
 
     def partitions(self) -> str:
         return f"/slurm/{self.version}/partitions/"
@@ -101,8 +104,15 @@ class SlurmPaths:
         return f"/slurm/{self.version}/jobs/" + _query({"update_time": update_time})
 
     def jobs_state(self, job_ids: Iterable[int | str]) -> str:
-        # Thousands of ids a round: a checked id is digits only, so it needs no quoting.
-        query = "&".join(["job_id=" + _job_segment(j) for j in job_ids])
+        # Thousands of ids a round, the same ones round after round (a poller's): the query of the last
+        # few id lists is kept. A checked id is digits only, so it needs no quoting.
+        ids = tuple(job_ids)
+        query = self._state_queries.get(ids)
+        if query is None:
+            query = "&".join(["job_id=" + _job_segment(j) for j in ids])
+            if len(self._state_queries) >= _KEPT_STATE_QUERIES:
+                self._state_queries.pop(next(iter(self._state_queries)))
+            self._state_queries[ids] = query
         return f"/slurm/{self.version}/jobs/state/" + ("?" + query if query else "")
 
     def history_job(self, job_id: int | str) -> str:

@@ -41,7 +41,6 @@ from airflow_provider_slurmapi.slurm.jobs.states import (
 log = logging.getLogger(__name__)
 
 # A job id as jobs/state writes it, short enough to be below Slurm's NO_VAL whatever its digits.
-_SHORT_DIGITS = re.compile(r"[0-9]{1,9}")
 
 ESLURM_INVALID_JOB_ID = 2017
 ESLURM_ALREADY_DONE = 2021
@@ -144,23 +143,51 @@ def read_jobs_by_id(response: SlurmResponse, job_ids: Iterable[int]) -> dict[int
 
 def read_job_states(response: SlurmResponse) -> dict[int, JobStateInfo]:
     """``GET /slurm/{v}/jobs/state/``: job id -> state, for the jobs still in the live queue."""
+    return read_state_entries(response)[0]
+
+
+def read_state_entries(response: SlurmResponse) -> tuple[dict[int, JobStateInfo], list[tuple[int, int, JobStateInfo]]]:
+    """A ``jobs/state`` answer read in one pass: job id -> state, and the array task entries
+    ``(job id, task id, state)`` (``"125_4"`` style ids) that :func:`read_array_task_states` gives alone.
+
+    Thousands of entries a round (a poller's whole fan-in): the common entry (``{"job_id": "123",
+    "state": ["PENDING"]}``) is read with plain string and dict operations, its state shared.
+    """
     response.raise_for_errors()
     states: dict[int, JobStateInfo] = {}
+    tasks: list[tuple[int, int, JobStateInfo]] = []
+    one_name = _STATE_OF_ONE_NAME
     for item in _job_records(response):
-        # The common entry first ({"job_id": "123", "state": ["PENDING"]}): thousands a round.
-        if isinstance(item, dict):
+        if type(item) is dict:
             raw_id, raw_state = item.get("job_id"), item.get("state")
-            if type(raw_id) is str and type(raw_state) is list and _SHORT_DIGITS.fullmatch(raw_id):
-                number = int(raw_id)
-                if number > 0 and len(raw_state) == 1 and type(raw_state[0]) is str:
-                    states[number] = state_of_name(raw_state[0])  # no tuple a record: nothing for the collector
+            # A short ASCII digit string ([0-9]{1,9}), checked without a regex.
+            if (
+                type(raw_id) is str
+                and type(raw_state) is list
+                and len(raw_id) <= 9
+                and raw_id.isascii()
+                and raw_id.isdigit()
+                and (number := int(raw_id)) > 0
+            ):
+                if len(raw_state) == 1 and type(name := raw_state[0]) is str:
+                    state = one_name.get(name)
+                    if state is None:
+                        state = state_of_name(name)
+                        if len(one_name) < _MAX_REMEMBERED_NAMES:
+                            one_name[name] = state
+                    states[number] = state
                     continue
-                if number > 0 and all(type(name) is str for name in raw_state):
+                if all(type(name) is str for name in raw_state):
                     states[number] = state_of_names(tuple(raw_state))
                     continue
         job_id = record_job_id(item)
-        if job_id is None and isinstance(item, Mapping) and _is_task_entry(item.get("job_id")):
-            continue  # an array task ("125_4"): read by read_array_task_states
+        if job_id is None and isinstance(item, Mapping):
+            task = _task_entry(item)
+            if task is not None:
+                tasks.append(task)
+                continue
+            if _is_task_entry(item.get("job_id")):
+                continue  # an array task entry without a readable state: as read_array_task_states skips it
         if job_id is None:
             shown = item.get("job_id") if isinstance(item, Mapping) else item
             field_name = "job_id" if isinstance(item, Mapping) else "jobs[]"
@@ -172,7 +199,12 @@ def read_job_states(response: SlurmResponse) -> dict[int, JobStateInfo]:
             _skipped_records.report(response, _state_record_error(job_id, "state", raw_state, "a list of state names"))
             continue
         states[job_id] = parse_job_state(raw_state)
-    return states
+    return states, tasks
+
+
+# The state of each single state name seen (a handful on a cluster): a dict lookup a record, bounded.
+_STATE_OF_ONE_NAME: dict[str, JobStateInfo] = {}
+_MAX_REMEMBERED_NAMES = 256
 
 
 def _is_task_entry(raw: Any) -> bool:
@@ -301,17 +333,24 @@ def read_array_task_states(response: SlurmResponse) -> list[tuple[int, int, JobS
     """The array task entries of a ``jobs/state`` answer: (job id, task id, state), ``"125_4"`` style ids."""
     found: list[tuple[int, int, JobStateInfo]] = []
     for item in _job_records(response):
-        if not isinstance(item, Mapping):
-            continue
-        raw_id = item.get("job_id")
-        if type(raw_id) is int or (type(raw_id) is str and "_" not in raw_id):
-            continue  # a job, not a task: most entries of a round
-        parsed = parse_state_entry_id(raw_id)
-        raw_state = item.get("state") if "state" in item else item.get("job_state")
-        if parsed is None or parsed[1] is None or raw_state is None or not is_job_state_shape(raw_state):
-            continue
-        found.append((parsed[0], parsed[1], parse_job_state(raw_state)))
+        if isinstance(item, Mapping):
+            task = _task_entry(item)
+            if task is not None:
+                found.append(task)
     return found
+
+
+def _task_entry(item: Mapping[str, Any]) -> tuple[int, int, JobStateInfo] | None:
+    """An array task's entry of a ``jobs/state`` answer as (job id, task id, state); ``None`` for a
+    job's entry (most of a round) or an entry that cannot be read."""
+    raw_id = item.get("job_id")
+    if type(raw_id) is int or (type(raw_id) is str and "_" not in raw_id):
+        return None
+    parsed = parse_state_entry_id(raw_id)
+    raw_state = item.get("state") if "state" in item else item.get("job_state")
+    if parsed is None or parsed[1] is None or raw_state is None or not is_job_state_shape(raw_state):
+        return None
+    return parsed[0], parsed[1], parse_job_state(raw_state)
 
 
 def _state_record_error(job_id: int | None, field_name: str, value: Any, expected: str) -> MalformedRecordError:

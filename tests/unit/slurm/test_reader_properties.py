@@ -33,12 +33,14 @@ from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob, describe_transiti
 from airflow_provider_slurmapi.slurm.jobs.readers import (
     CancelOutcome,
     SubmitResult,
+    read_array_task_states,
     read_cancel,
     read_history_job,
     read_job_states,
     read_jobs,
     read_jobs_by_id,
     read_live_job,
+    read_state_entries,
     read_submit,
 )
 from airflow_provider_slurmapi.slurm.jobs.states import JobStateInfo
@@ -323,6 +325,10 @@ def check_result(name: str, result: Any, response: SlurmResponse) -> None:
     elif name == "read_job_states":
         assert isinstance(result, dict)
         assert all(isinstance(k, int) and k > 0 and isinstance(v, JobStateInfo) for k, v in result.items())
+    elif name == "read_state_entries":  # the poller's one pass agrees with the two readers it replaces
+        states, tasks = result
+        assert states == read_job_states(response)
+        assert tasks == read_array_task_states(response)
     elif name == "read_cancel":
         assert isinstance(result, CancelOutcome)
     elif name == "warning_messages":
@@ -343,6 +349,7 @@ READERS: dict[str, Callable[[SlurmResponse], Any]] = {
     "read_jobs(history)": lambda r: read_jobs(r, history=True),
     "read_jobs_by_id": lambda r: read_jobs_by_id(r, [1, 2, 3, 4, 5, 10, 11, 12, 13, 999999]),
     "read_job_states": read_job_states,
+    "read_state_entries": read_state_entries,
     "read_cancel": read_cancel,
     "warning_messages": lambda r: r.warning_messages(),
     "error_summary": lambda r: r.error_summary(),

@@ -95,3 +95,39 @@ async def test_many_pending_re_reads_due_at_once_read_them_in_one_call(
     assert poller.pending_reads_batched >= 1
     assert all(poller._known[j].reason == "JobHeldUser" for j in ids)
     assert not triggerer.events
+
+
+async def test_a_pending_job_first_seen_while_none_is_due_is_re_read_a_period_after_it_was_seen(
+    triggerer: Triggerer,  # noqa: F811 (the fixture)
+    emulator_factory: Any,
+    credentials_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Rounds in which no pending job is due skip the search for due ones (thousands of jobs a round):
+    a job whose operator's view is current (so no details are read at first) is still noted the round
+    it is first seen, and re-read one period later, not one period after the next search."""
+    from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
+    from tests.conftest import CLUSTER
+
+    monkeypatch.setattr(poller_module, "PENDING_REREAD_SECONDS", 3.0)
+    emu = emulator_factory()
+    connect(monkeypatch, emu, credentials_file)
+    first = await submit(emu, "#!/bin/bash\ntrue\n", name="first", hold=True)
+    triggerer.start("first", make_trigger(first))
+    poller = await until(lambda: next(iter(pollers_of_this_loop().values()), None), "the poller")
+    await until(lambda: poller._pending_floor is not None, "a round that found no pending job due")
+    later = await submit(emu, "#!/bin/bash\ntrue\n", name="later", hold=True)
+    seen = SlurmApiHook(**CLUSTER).get_job(later)  # the operator's view: current, so no detail read at first
+    assert seen is not None
+    emu.reset_calls()
+    triggerer.start("later", make_trigger(later, last_seen=seen.to_dict()))
+    await until(lambda: later in poller.job_ids, "the later trigger subscribed")
+    start = poller.polls
+    await rounds(poller, 2)
+    assert not any(f"/job/{later}" in str(c.get("path")) for c in emu.calls()["last"])  # nothing read yet
+    noted = poller._pending_read_at.get(later)
+    assert noted is not None, "the job was not noted when first seen"
+    assert poller._pending_floor is not None and poller._pending_floor <= noted
+    await until(lambda: poller._pending_read_at.get(later, noted) > noted, "the later job re-read", timeout=30)
+    assert poller.polls > start
+    assert not triggerer.events
