@@ -501,6 +501,9 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
     aiohttp transport and the event loop's clock injected. It reads its connection as the sync hook does
     (:func:`connection_settings`, in a thread, once for many coroutines) through the Google provider's own
     ``GoogleBaseHook``: it builds nothing from :class:`SlurmApiHook`.
+
+    :param api_version_hint: with ``api_version="auto"``, a version an earlier process spoke with this
+        cluster (a deferred task's): spoken without negotiating, and negotiated again if no longer served.
     """
 
     sync_hook_class = GoogleBaseHook
@@ -512,6 +515,7 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
         timeout: float | None = None,
         retry_seconds: float | None = None,
         submit_settle_seconds: float | None = None,
+        api_version_hint: str | None = None,
         **cluster_args: Unpack[ClusterArgs],
     ) -> None:
         ref = cluster_ref(cluster, **cluster_args)
@@ -525,6 +529,10 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
         }
         transport = AiohttpTransport(self._prepare, timeout=lambda: self.timeout, gcp_conn_id=ref.gcp_conn_id)
         self._init_client(ref, timeout=timeout, retry_seconds=retry_seconds, transport=transport, clock=LoopClock())
+        if self.api_version is None and api_version_hint is not None:
+            # "auto", and the deferring task's version is known: spoken as a kept one is (no negotiation;
+            # negotiated again if the cluster no longer serves it).
+            self.load_version = lambda: api_version_hint
         self._credentials: Credentials | None = None
         self._cluster: ClusterRef | None = None
         # Many coroutines (e.g. a hundred cancels at once) read the connection once, not once each.

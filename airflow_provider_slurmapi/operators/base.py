@@ -28,7 +28,7 @@ from airflow_provider_slurmapi._compat import (
     redact_text,
 )
 from airflow_provider_slurmapi.deferral import cancel_after_deferral_timeout, deferral_deadline
-from airflow_provider_slurmapi.slurm.api.api_versions import check_api_version
+from airflow_provider_slurmapi.slurm.api.api_versions import NEGOTIATE, check_api_version
 from airflow_provider_slurmapi.slurm.api.cluster import (
     CLUSTER_ARG_NAMES,
     DEFAULT_CONN_ID,
@@ -258,8 +258,18 @@ class SlurmWatchingBaseOperator(SlurmBaseOperator):
             cluster=self.cluster,
             cancel_copies_of=self._copies_of,
             watch=self._settings,
+            api_version_hint=self._spoken_version(),
         )
         self.defer(trigger=trigger, method_name="execute_complete", kwargs=method_kwargs, timeout=backstop)
+
+    def _spoken_version(self) -> str | None:
+        """The API version this task spoke with the cluster, if it negotiated (or was kept) one: handed to
+        the trigger, so that the triggerer does not negotiate again. ``None`` if no call was made here."""
+        hook = self.__dict__.get("hook")  # the cached hook, if this task built one; never built for this
+        if hook is None or self.cluster.api_version != NEGOTIATE:
+            return None
+        version: str | None = hook.api_version
+        return version
 
     def _push_finished(self, context: Context, job_id: int, record: dict[str, Any]) -> None:
         """XCom ``slurm_job``: the finished job (``record``), its requeues and its accounting summary."""

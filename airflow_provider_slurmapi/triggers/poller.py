@@ -452,14 +452,15 @@ def pollers_of_this_loop() -> dict[ClusterRef, ClusterPoller]:
     return _registry.setdefault(asyncio.get_running_loop(), {})
 
 
-def _poller_for(key: ClusterRef) -> ClusterPoller:
-    """The running loop's poller of ``key``, made on first use."""
+def _poller_for(key: ClusterRef, version_hint: str | None = None) -> ClusterPoller:
+    """The running loop's poller of ``key``, made on first use (``version_hint``: the API version the
+    deferring task spoke with the cluster, so that the poller speaks it without negotiating)."""
     pollers = pollers_of_this_loop()
     poller = pollers.get(key)
     if poller is None:
         from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook
 
-        poller = ClusterPoller(key, SlurmApiAsyncHook(cluster=key))
+        poller = ClusterPoller(key, SlurmApiAsyncHook(cluster=key, api_version_hint=version_hint))
         pollers[key] = poller
     return poller
 
@@ -509,14 +510,16 @@ async def subscribe(
     *,
     progress: bool = False,
     pending: bool = False,
+    version_hint: str | None = None,
 ) -> AsyncIterator[Subscription]:
     """Watch ``job_id`` through the shared poller of ``key``; leaving the block unsubscribes.
 
     ``progress``: also read the job's progress messages while it runs (bounded detail reads a round).
     ``pending``: also re-read the job while it pends, for a change of its reason (bounded likewise).
+    ``version_hint``: see :func:`_poller_for` (used only if this subscription makes the poller).
     """
     pollers = pollers_of_this_loop()
-    poller = _poller_for(key)
+    poller = _poller_for(key, version_hint)
     subscription = Subscription(job_id, poll_interval, seen, progress=progress, pending=pending)
     poller.add(subscription)
     try:

@@ -23,6 +23,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS, redact_text
+from airflow_provider_slurmapi.slurm.api.api_versions import SUPPORTED_API_VERSIONS
 from airflow_provider_slurmapi.slurm.api.cluster import CLUSTER_ARG_NAMES, ClusterRef, cluster_ref
 from airflow_provider_slurmapi.slurm.api.errors import SlurmApiError, is_permanent
 from airflow_provider_slurmapi.slurm.api.plans import LoopClock
@@ -59,6 +60,8 @@ class SlurmJobTrigger(BaseTrigger):
     :param cancel_copies_of: set only when the submit was resent: the task's tag. While the job is
         watched, the caller's newer jobs carrying it (an earlier send the front end carried out late)
         are cancelled. One read of the live queue a poll interval, on this rare path only.
+    :param api_version_hint: with ``api_version="auto"``, the version the deferring task spoke with the
+        cluster: the triggerer speaks it without negotiating (and negotiates if the cluster no longer serves it).
     :param pending_timeout: seconds a job may stay pending (each spell: after submission, after each
         requeue) before the trigger cancels it and reports an ``error`` a retry may fix. ``None``: no limit.
     :param pending_since: when the first pending spell began (seconds since the epoch, the submission).
@@ -94,6 +97,7 @@ class SlurmJobTrigger(BaseTrigger):
         cluster: ClusterRef | None = None,
         watch: WatchSettings | None = None,
         cancel_copies_of: str | None = None,
+        api_version_hint: str | None = None,
         **arguments: Any,
     ) -> None:
         """The cluster arguments (``ClusterArgs``) keep their documented positions; ``arguments``: the
@@ -112,6 +116,9 @@ class SlurmJobTrigger(BaseTrigger):
         self.deadline = None if deadline is None else float(deadline)
         self.last_seen = dict(last_seen) if last_seen else None
         self.cancel_copies_of = str(cancel_copies_of) if cancel_copies_of else None
+        # With api_version "auto": the version the deferring task spoke (the operator's negotiated one). Only a
+        # hint: a version this release does not know is dropped, one the cluster stopped serving renegotiated.
+        self.api_version_hint = api_version_hint if api_version_hint in SUPPORTED_API_VERSIONS else None
         self.pending_since = None if pending_since is None else float(pending_since)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -135,6 +142,7 @@ class SlurmJobTrigger(BaseTrigger):
                 **({"cancel_copies_of": self.cancel_copies_of} if self.cancel_copies_of else {}),
                 # Only when set: a trigger without it serializes as the releases before it did.
                 **({"pending_since": self.pending_since} if self.pending_since is not None else {}),
+                **({"api_version_hint": self.api_version_hint} if self.api_version_hint else {}),
             },
         )
 
@@ -180,6 +188,7 @@ class SlurmJobTrigger(BaseTrigger):
             seen,
             progress=self.watch_settings.log_progress,
             pending=True,
+            version_hint=self.api_version_hint,
         ) as subscription:
             try:
                 end = await arun_watch(plan, _PollerPort(self, subscription), clock, self.log, redact_text)

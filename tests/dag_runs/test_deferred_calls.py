@@ -75,3 +75,21 @@ def test_a_deferrable_start_costs_the_submit_and_its_resume_the_accounting_read(
     start, resume, _ = deferred_run(dag, gcp_connection, phases)
     assert start == ["submit"], start
     assert resume == [], resume
+
+
+def test_with_auto_the_trigger_speaks_the_version_its_task_spoke(
+    phases: dict[str, int], airflow_db: Any, gcp_connection: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``api_version="auto"`` (the default): the task negotiates (or finds the deployment's kept version);
+    its trigger is handed that version and polls with it at once, with no ping of its own."""
+    monkeypatch.setenv("SLURMAPI_API_VERSION", "auto")
+    phases.clear()
+    gcp_connection.reset_calls()
+    state, tasks = run_dag(load_dag("slurm_scenarios.py", "completes"))
+    assert state == "success", tasks
+    paths = [str(call["path"]) for call in gcp_connection.calls()["last"]]
+    assert {"deferred", "fired"} <= phases.keys(), (phases, paths)
+    trigger_paths = paths[phases["deferred"] : phases["fired"]]
+    assert trigger_paths, paths  # the trigger did poll
+    assert not [p for p in trigger_paths if p.endswith("/ping")], trigger_paths
+    assert all("/v0.0.42/" in p for p in trigger_paths), trigger_paths
