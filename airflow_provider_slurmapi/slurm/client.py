@@ -1034,6 +1034,7 @@ __all__ = [
     "MAX_IDS_PER_CALL",
     "SUBMIT_SETTLE_MARGIN_SECONDS",
     "TAG_LOOKBACK_SECONDS",
+    "Offload",
     "Plan",
     "PostTokenRefused",
     "SlurmClient",
