@@ -1,7 +1,7 @@
 """Where a deployment keeps the Slurm account its calls run as, and each cluster's API version, once learned.
 
 The provider learns the caller's Linux account from its own jobs (the owner of a job whose submit
-answer it read: see ``SlurmClientBase._learn_account``), never from an answer's ``meta.client.user``.
+answer it read: see ``SlurmClient._learn_account``), never from an answer's ``meta.client.user``.
 A later task (another process: a listing, a retry after a dead try) needs it before it has submitted
 anything, so the account is kept in an Airflow Variable named for the connection and the cluster,
 ``slurmapi_account_<digest>`` (a digest of connection id, project, region and cluster id: one per

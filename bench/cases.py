@@ -278,7 +278,7 @@ def start(args: argparse.Namespace) -> dict[str, Any]:
         cluster_id=CLUSTER_ID,
         project_id=PROJECT,
     )
-    operator.hook.retry_initial_wait = 0.05
+    operator.hook.client.retry_initial_wait = 0.05
     run = SimpleNamespace(start_date=datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5))
     run_id = f"bench__{os.getpid()}"
     stores = [BenchStateStore() for _ in range(args.n)]

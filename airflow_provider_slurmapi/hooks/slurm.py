@@ -8,11 +8,12 @@ e.g. at a private endpoint or the local ``slurmapi-emulator``.
 
 What a call is (paths, envelope, reading answers, errors, the retry layer, the 401 rule) and every
 flow of several calls (submit-once, the tag lookup, the accounting wait, cancel-and-confirm) live
-once in :class:`~airflow_provider_slurmapi.slurm.client.SlurmClientBase`, carried out by the drivers of
+once in :class:`~airflow_provider_slurmapi.slurm.client.SlurmClient`, carried out by the drivers of
 :mod:`~airflow_provider_slurmapi.slurm.api.plans`. The two hooks here are thin adapters: each reads the
 connection (the same :func:`connection_settings` for both), builds a transport (post one envelope,
-refresh the token: :class:`SessionTransport`, :class:`AiohttpTransport`) and a clock, and *injects* them
-into the core, as httpx's clients take ``transport=``. The async hook builds nothing from the sync one.
+refresh the token: :class:`SessionTransport`, :class:`AiohttpTransport`) and a clock, and holds a client
+built with them (``hook.client``), as an httpx client is built with ``transport=``. The async hook builds
+nothing from the sync one.
 Why these libraries: google-auth's ``AuthorizedSession`` keeps one pooled ``requests``
 session and refreshes the token only when it expires; aiohttp is what the triggerer's event loop speaks.
 """
@@ -32,12 +33,12 @@ from airflow_provider_slurmapi.account_store import account_store, variable_name
 from airflow_provider_slurmapi.slurm.api.cluster import ClusterArgs, ClusterRef, cluster_ref
 from airflow_provider_slurmapi.slurm.api.envelope import HttpMethod, SlurmResponse
 from airflow_provider_slurmapi.slurm.api.errors import SlurmApiError
-from airflow_provider_slurmapi.slurm.api.plans import Clock, LoopClock, Plan, Send, SystemClock
+from airflow_provider_slurmapi.slurm.api.plans import AsyncClock, Clock, LoopClock, Plan, Send, SystemClock
 from airflow_provider_slurmapi.slurm.client import (
     ACCOUNTING_POLL_SECONDS,
     DEFAULT_TIMEOUT_SECONDS,
     SUBMIT_SETTLE_MARGIN_SECONDS,
-    SlurmClientBase,
+    SlurmClient,
     SubmitOptions,
     no_answer,
     no_token,
@@ -120,7 +121,7 @@ def connection_cluster(google: GoogleBaseHook, ref: ClusterRef) -> ClusterRef:
 
 
 def adopt_connection(
-    client: SlurmClientBase, settings: ConnectionSettings, where: Callable[[], ClusterRef] | None
+    client: SlurmClient[Any], settings: ConnectionSettings, where: Callable[[], ClusterRef] | None
 ) -> None:
     """Hand a client its connection's settings and (``where``: the cluster their Variables are named by)
     the deployment's stores of the learned account and the negotiated version (both hooks, one way)."""
@@ -155,7 +156,7 @@ class SessionTransport:
     """The sync transport: one pooled google-auth session; posts one envelope, refreshes the token.
 
     It never sends a request again by itself on a 401 (``AuthorizedSession`` would, which for a submit
-    could start a second job): the client core's one 401 rule decides (``SlurmClientBase._answer``).
+    could start a second job): the client core's one 401 rule decides (``SlurmClient._answer``).
     """
 
     def __init__(
@@ -276,7 +277,7 @@ class AiohttpTransport:
         await self.token(force=True)
 
 
-class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
+class SlurmApiHook(GoogleBaseHook):
     """Calls the Slurm Job API of one training cluster.
 
     :param region: the cluster's region, e.g. ``us-central1``.
@@ -296,13 +297,16 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
     :param submit_settle_seconds: after a lost submit answer, how long the job is looked for before the
         submit is sent again (default: connection extra ``submit_settle_seconds``, else the request
         timeout plus 30 s): longer than the service may take to carry out a submit it got.
+
+    The hook holds its :class:`~airflow_provider_slurmapi.slurm.client.SlurmClient` as ``client``, built with
+    its transport and a blocking clock: settings (``client.retry_seconds``, ``client.timeout``...) and the
+    clock the operators' and sensors' waits sleep on (``client.clock``) are read and tuned there.
     """
 
     conn_name_attr = "gcp_conn_id"
     default_conn_name = "google_cloud_default"
     conn_type = "google_cloud_platform"
     hook_name = "Google Cloud"
-    clock: Clock  # blocking: the operators' and sensors' waits sleep on it
 
     def __init__(
         self,
@@ -319,14 +323,20 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         super().__init__(gcp_conn_id=ref.gcp_conn_id, impersonation_chain=chain)
         self.cluster_ref = ref
         transport = SessionTransport(
-            lambda: self.cluster, self.get_credentials, timeout=lambda: self.timeout, gcp_conn_id=ref.gcp_conn_id
+            lambda: self.cluster,
+            self.get_credentials,
+            timeout=lambda: self.client.timeout,
+            gcp_conn_id=ref.gcp_conn_id,
         )
-        # Every wait of this hook (retry backoff, settle, accounting) waits with the clock; a test's fake one.
-        self._init_client(ref, timeout=None, retry_seconds=None, transport=transport, clock=SystemClock())
+        # Every wait of this hook (retry backoff, settle, accounting) waits with the client's clock, blocking:
+        # the operators' and sensors' waits sleep on it too (a test's fake one).
+        self.client: SlurmClient[Clock] = SlurmClient(
+            ref, transport=transport, clock=SystemClock(), target=lambda: self.cluster, logger=self.log
+        )
         settings = connection_settings(
             self, timeout=timeout, retry_seconds=retry_seconds, submit_settle_seconds=submit_settle_seconds
         )
-        adopt_connection(self, settings, lambda: self.cluster)
+        adopt_connection(self.client, settings, lambda: self.cluster)
 
     def __repr__(self) -> str:
         return (
@@ -338,9 +348,6 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
     def cluster(self) -> ClusterRef:
         """The cluster with the connection's project and endpoint where none was given."""
         return connection_cluster(self, self.cluster_ref)
-
-    def _target(self) -> ClusterRef:
-        return self.cluster
 
     @property
     def session(self) -> requests.Session:
@@ -354,11 +361,11 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
 
     @property
     def _transport(self) -> SessionTransport:
-        assert isinstance(self.transport, SessionTransport), "a test's transport has no session"
-        return self.transport
+        assert isinstance(self.client.transport, SessionTransport), "a test's transport has no session"
+        return self.client.transport
 
     def _run(self, plan: Plan[T]) -> T:
-        return self._drive(plan)
+        return self.client.run(plan)
 
     def call(
         self, method: HttpMethod, path: str, body: Mapping[str, Any] | None = None, *, retry: bool | None = None
@@ -369,43 +376,43 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         Slurm's ``warnings[]`` are logged; ``errors[]`` are left to the caller
         (:meth:`SlurmResponse.raise_for_errors`).
         """
-        return self._run(self._call_plan(method, path, body, retry))
+        return self._run(self.client.call_plan(method, path, body, retry))
 
     # -- jobs ---------------------------------------------------------------------------------------
     def get_live_job(self, job_id: int) -> SlurmJob | None:
         """The job from the live queue; ``None`` once it has left it."""
-        return self._run(self._live_job_plan(job_id))
+        return self._run(self.client.live_job_plan(job_id))
 
     def get_history_job(self, job_id: int) -> SlurmJob | None:
         """The job's newest record in the accounting history; ``None`` if it has none."""
-        return self._run(self._history_job_plan(job_id))
+        return self._run(self.client.history_job_plan(job_id))
 
     def get_job(self, job_id: int) -> SlurmJob | None:
         """The job from the live queue, or from the history once it has left it; ``None`` if neither knows it."""
-        return self._run(self._job_plan(job_id))
+        return self._run(self.client.job_plan(job_id))
 
     def get_live_states(
         self, job_ids: Sequence[int], *, tasks: list[tuple[int, int, JobStateInfo]] | None = None
     ) -> dict[int, JobStateInfo | SlurmJob]:
         """The given jobs still in the live queue: ``jobs/state``, else (remembered) the ``jobs/`` list's records."""
-        return self._run(self._live_states_plan(job_ids, tasks))
+        return self._run(self.client.live_states_plan(job_ids, tasks))
 
     def list_jobs(self, *, history: bool = False, own: bool = False, **filters: Any) -> list[SlurmJob]:
         """Jobs of the live queue, or (``history=True``) of the accounting history with its filters;
         ``own``: only the calling user's (unless the history ``users`` filter names whose)."""
-        return self._run(self._list_jobs_plan(history=history, filters=filters, own=own))
+        return self._run(self.client.list_jobs_plan(history=history, filters=filters, own=own))
 
     def cancel_job(self, job_id: int, *, signal: str | None = None) -> CancelOutcome:
         """Cancel a job; a finished or unknown job is not an error. A ``signal`` is never resent."""
-        return self._run(self._cancel_plan(job_id, signal))
+        return self._run(self.client.cancel_plan(job_id, signal))
 
     def get_live_jobs(self, job_ids: Sequence[int]) -> dict[int, SlurmJob]:
         """Full records of the given jobs still in the live queue, from one ``jobs/`` list."""
-        return self._run(self._live_jobs_plan(job_ids))
+        return self._run(self.client.live_jobs_plan(job_ids))
 
     def cancel_later_copies(self, marker: str, keep_job_id: int) -> list[int]:
         """After a resent submit: cancel our jobs with its send ``marker`` newer than ``keep_job_id`` (their ids)."""
-        return self._run(self._later_copies_plan(marker, keep_job_id))
+        return self._run(self.client.later_copies_plan(marker, keep_job_id))
 
     # -- submit: exactly one job --------------------------------------------------------------------
     def submit_job(
@@ -418,7 +425,7 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         followed by look-ups of the marker, and resent only if no job carries it once the service can
         no longer be acting on it (see ``submit_settle_seconds``). Another try's job never counts.
         """
-        return self._run(self._submit_job_plan(job, script, **options))
+        return self._run(self.client.submit_job_plan(job, script, **options))
 
     def submit_prepared(self, prepared: PreparedSubmission, *, send_marker: str | None = None) -> SubmitResult:
         """:meth:`submit_job` of a submission already prepared (and so checked) by
@@ -428,7 +435,7 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         ``send_marker`` is this submit's marker when the caller must know it first (a kill's reaper looks
         for it); else a new one is made.
         """
-        return self._run(self._submit_plan(prepared, send_marker))
+        return self._run(self.client.submit_plan(prepared, send_marker))
 
     def start_reaper(self, *, marker: str, name: str | None, since: int) -> int:
         """Start a detached process that cancels the job of a submit on its way (its process id).
@@ -451,13 +458,13 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
             region=cluster.region,
             cluster_id=cluster.cluster_id,
             api_endpoint=cluster.api_endpoint,
-            api_version=self.api_version or cluster.api_version,
+            api_version=self.client.api_version or cluster.api_version,
             marker=marker,
             name=name,
             since=since,
-            deadline=time.time() + self.submit_settle_seconds,
-            timeout=self.timeout,
-            account=self._known_account(),
+            deadline=time.time() + self.client.submit_settle_seconds,
+            timeout=self.client.timeout,
+            account=self.client.known_account(),
             token=str(credentials.token),
         )
         return spawn(order)
@@ -470,16 +477,16 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
         a plain slurmrestd with ``rest_auth/jwt`` answers ``root`` there whoever the token's user is.
         Raises :class:`~airflow_provider_slurmapi.slurm.api.errors.ConfigurationError` naming the fixes when unknown.
         """
-        return self._require_account()
+        return self.client.require_account()
 
     def find_job_by_tag(self, tag: str, *, name: str | None = None, since: int | None = None) -> SlurmJob | None:
         """The newest of our own jobs that carries ``tag`` (``since``: epoch seconds, default a week back).
-        See ``SlurmClientBase._our_jobs_plan`` for how our own jobs are told from other users'."""
-        return self._run(self._find_by_tag_plan(tag, name=name, since=since))
+        See ``SlurmClient.our_jobs_plan`` for how our own jobs are told from other users'."""
+        return self._run(self.client.find_by_tag_plan(tag, name=name, since=since))
 
     def get_accounting(self, job_id: int) -> Accounting | None:
         """The history's summary of a finished job; ``None`` while it has no finished record of it."""
-        return self._run(self._accounting_plan(job_id))
+        return self._run(self.client.accounting_plan(job_id))
 
     def wait_for_accounting(
         self, job_id: int, wait_seconds: float, *, poll_seconds: float = ACCOUNTING_POLL_SECONDS
@@ -488,19 +495,19 @@ class SlurmApiHook(GoogleBaseHook, SlurmClientBase):
 
         Never raises for a Slurm or API error: the line then says why there is no summary.
         """
-        return self._run(self._wait_for_accounting_plan(job_id, wait_seconds, poll_seconds))
+        return self._run(self.client.wait_for_accounting_plan(job_id, wait_seconds, poll_seconds))
 
     def wait_for_termination(self, job_id: int, timeout: float, *, poll_seconds: float) -> SlurmJob | None:
         """The job once it has finished (Slurm cancels asynchronously), looked for up to ``timeout`` seconds on
         the hook's clock; its last record if it has not by then, ``None`` if Slurm knows it nowhere."""
-        return self._run(self._wait_for_termination_plan(job_id, timeout, poll_seconds))
+        return self._run(self.client.wait_for_termination_plan(job_id, timeout, poll_seconds))
 
 
-class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
-    """The async twin of :class:`SlurmApiHook`, for triggers: the same client core and plans, with an
-    aiohttp transport and the event loop's clock injected. It reads its connection as the sync hook does
-    (:func:`connection_settings`, in a thread, once for many coroutines) through the Google provider's own
-    ``GoogleBaseHook``: it builds nothing from :class:`SlurmApiHook`.
+class SlurmApiAsyncHook(GoogleBaseAsyncHook):
+    """The async twin of :class:`SlurmApiHook`, for triggers: it holds the same client core (``client``, the
+    same plans), built with an aiohttp transport and the event loop's clock. It reads its connection as the
+    sync hook does (:func:`connection_settings`, in a thread, once for many coroutines) through the Google
+    provider's own ``GoogleBaseHook``: it builds nothing from :class:`SlurmApiHook`.
 
     :param api_version_hint: with ``api_version="auto"``, a version an earlier process spoke with this
         cluster (a deferred task's): spoken without negotiating, and negotiated again if no longer served.
@@ -527,12 +534,21 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
             "retry_seconds": retry_seconds,
             "submit_settle_seconds": submit_settle_seconds,
         }
-        transport = AiohttpTransport(self._prepare, timeout=lambda: self.timeout, gcp_conn_id=ref.gcp_conn_id)
-        self._init_client(ref, timeout=timeout, retry_seconds=retry_seconds, transport=transport, clock=LoopClock())
-        if self.api_version is None and api_version_hint is not None:
+        transport = AiohttpTransport(self._prepare, timeout=lambda: self.client.timeout, gcp_conn_id=ref.gcp_conn_id)
+        self.client: SlurmClient[AsyncClock] = SlurmClient(
+            ref,
+            transport=transport,
+            clock=LoopClock(),
+            target=self._target,
+            logger=self.log,
+            offload=self._offload,
+            timeout=timeout,
+            retry_seconds=retry_seconds,
+        )
+        if self.client.api_version is None and api_version_hint is not None:
             # "auto", and the deferring task's version is known: spoken as a kept one is (no negotiation;
             # negotiated again if the cluster no longer serves it).
-            self.load_version = lambda: api_version_hint
+            self.client.load_version = lambda: api_version_hint
         self._credentials: Credentials | None = None
         self._cluster: ClusterRef | None = None
         # Many coroutines (e.g. a hundred cancels at once) read the connection once, not once each.
@@ -553,7 +569,7 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
                         cluster = connection_cluster(google, self.cluster_ref)
                         # No Variable stores in the triggerer (as before): its one client per cluster (the
                         # poller's) negotiates once per triggerer process; tasks keep the version.
-                        adopt_connection(self, settings, None)
+                        adopt_connection(self.client, settings, None)
                         return cluster, google.get_credentials()
 
                     self._cluster, self._credentials = await self._offload(read)
@@ -568,6 +584,7 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
         return await sync_to_async(call)()
 
     def _target(self) -> ClusterRef:
+        """The cluster the client's transport reaches (the connection's, read by :meth:`_prepare`)."""
         assert self._cluster is not None, "the hook is prepared before any plan runs"
         return self._cluster
 
@@ -581,8 +598,8 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
 
     @property
     def _transport(self) -> AiohttpTransport:
-        assert isinstance(self.transport, AiohttpTransport), "a test's transport has no session"
-        return self.transport
+        assert isinstance(self.client.transport, AiohttpTransport), "a test's transport has no session"
+        return self.client.transport
 
     async def __aenter__(self) -> SlurmApiAsyncHook:
         return self
@@ -592,67 +609,67 @@ class SlurmApiAsyncHook(GoogleBaseAsyncHook, SlurmClientBase):
 
     async def _run(self, plan: Plan[T]) -> T:
         await self._prepare()
-        return await self._adrive(plan)
+        return await self.client.arun(plan)
 
     async def call(
         self, method: HttpMethod, path: str, body: Mapping[str, Any] | None = None, *, retry: bool | None = None
     ) -> SlurmResponse:
         """Async twin of :meth:`SlurmApiHook.call`, under the same retry layer and 401 rule."""
-        return await self._run(self._call_plan(method, path, body, retry))
+        return await self._run(self.client.call_plan(method, path, body, retry))
 
     # -- the sync hook's reads and flows, awaited: same plans -----------------------------------------
     async def get_live_job(self, job_id: int) -> SlurmJob | None:
-        return await self._run(self._live_job_plan(job_id))
+        return await self._run(self.client.live_job_plan(job_id))
 
     async def get_history_job(self, job_id: int) -> SlurmJob | None:
-        return await self._run(self._history_job_plan(job_id))
+        return await self._run(self.client.history_job_plan(job_id))
 
     async def get_job(self, job_id: int) -> SlurmJob | None:
-        return await self._run(self._job_plan(job_id))
+        return await self._run(self.client.job_plan(job_id))
 
     async def get_live_jobs(self, job_ids: Sequence[int]) -> dict[int, SlurmJob]:
         """Full records of the given jobs still in the live queue, from one ``jobs/`` list (the poller's first read)."""
-        return await self._run(self._live_jobs_plan(job_ids))
+        return await self._run(self.client.live_jobs_plan(job_ids))
 
     async def get_live_states(
         self, job_ids: Sequence[int], *, tasks: list[tuple[int, int, JobStateInfo]] | None = None
     ) -> dict[int, JobStateInfo | SlurmJob]:
-        return await self._run(self._live_states_plan(job_ids, tasks))
+        return await self._run(self.client.live_states_plan(job_ids, tasks))
 
     async def list_jobs(self, *, history: bool = False, own: bool = False, **filters: Any) -> list[SlurmJob]:
-        return await self._run(self._list_jobs_plan(history=history, filters=filters, own=own))
+        return await self._run(self.client.list_jobs_plan(history=history, filters=filters, own=own))
 
     async def cancel_job(self, job_id: int, *, signal: str | None = None) -> CancelOutcome:
-        return await self._run(self._cancel_plan(job_id, signal))
+        return await self._run(self.client.cancel_plan(job_id, signal))
 
     async def cancel_later_copies(self, marker: str, keep_job_id: int) -> list[int]:
-        return await self._run(self._later_copies_plan(marker, keep_job_id))
+        return await self._run(self.client.later_copies_plan(marker, keep_job_id))
 
     async def submit_job(
         self, job: Mapping[str, Any] | None, script: str | None, **options: Unpack[SubmitOptions]
     ) -> SubmitResult:
-        return await self._run(self._submit_job_plan(job, script, **options))
+        return await self._run(self.client.submit_job_plan(job, script, **options))
 
     async def submit_prepared(self, prepared: PreparedSubmission, *, send_marker: str | None = None) -> SubmitResult:
-        return await self._run(self._submit_plan(prepared, send_marker))
+        return await self._run(self.client.submit_plan(prepared, send_marker))
 
     async def caller_user(self) -> str:
         await self._prepare()
-        return self._require_account()
+        return self.client.require_account()
 
     async def find_job_by_tag(self, tag: str, *, name: str | None = None, since: int | None = None) -> SlurmJob | None:
-        return await self._run(self._find_by_tag_plan(tag, name=name, since=since))
+        return await self._run(self.client.find_by_tag_plan(tag, name=name, since=since))
 
     async def get_accounting(self, job_id: int) -> Accounting | None:
-        return await self._run(self._accounting_plan(job_id))
+        return await self._run(self.client.accounting_plan(job_id))
 
     async def wait_for_accounting(
         self, job_id: int, wait_seconds: float, *, poll_seconds: float = ACCOUNTING_POLL_SECONDS
     ) -> tuple[str, dict[str, Any]]:
-        return await self._run(self._wait_for_accounting_plan(job_id, wait_seconds, poll_seconds))
+        return await self._run(self.client.wait_for_accounting_plan(job_id, wait_seconds, poll_seconds))
 
     async def wait_for_termination(self, job_id: int, timeout: float, *, poll_seconds: float) -> SlurmJob | None:
-        return await self._run(self._wait_for_termination_plan(job_id, timeout, poll_seconds))
+        return await self._run(self.client.wait_for_termination_plan(job_id, timeout, poll_seconds))
 
 
 __all__ = ["SlurmApiAsyncHook", "SlurmApiHook"]

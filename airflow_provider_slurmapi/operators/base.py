@@ -212,13 +212,13 @@ class SlurmWatchingBaseOperator(SlurmBaseOperator):
 
     def _new_watch(self, job_id: int, *, pending_since: float | None = None, saved: object = None) -> JobWatch:
         """A watch of ``job_id`` on the hook's clock (see ``WatchSettings.new_watch``)."""
-        return self._settings.new_watch(job_id, clock=self.hook.clock, pending_since=pending_since, saved=saved)
+        return self._settings.new_watch(job_id, clock=self.hook.client.clock, pending_since=pending_since, saved=saved)
 
     def _follow(self, plan: WatchPlan) -> WatchEnd:
         """Carry out a watch plan (:func:`~airflow_provider_slurmapi.slurm.jobs.watch.watch_plan`) through the
         hook, on its clock. A job that can never start, or pended too long, has been cancelled (with
         ``cancel_on_kill``) by the plan: the task fails with why."""
-        end = run_watch(plan, self.hook, self.hook.clock, self.log, redact_text)
+        end = run_watch(plan, self.hook, self.hook.client.clock, self.log, redact_text)
         if end.gave_up is not None:
             self._job_over = True
             raise end.gave_up
@@ -268,7 +268,7 @@ class SlurmWatchingBaseOperator(SlurmBaseOperator):
         hook = self.__dict__.get("hook")  # the cached hook, if this task built one; never built for this
         if hook is None or self.cluster.api_version != NEGOTIATE:
             return None
-        version: str | None = hook.api_version
+        version: str | None = hook.client.api_version
         return version
 
     def _push_finished(self, context: Context, job_id: int, record: dict[str, Any]) -> None:

@@ -450,7 +450,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
 
     def _submit(self, context: Context, prepared: PreparedSubmission) -> int:
         """Submit a new job for this task instance and remember its id where a retry looks first."""
-        self._submitted_at = self.hook.clock.wall()  # its first pending spell begins (pending_timeout)
+        self._submitted_at = self.hook.client.clock.wall()  # its first pending spell begins (pending_timeout)
         self._submitting = True
         marker = send_marker()
         self._in_flight = (prepared, marker)
@@ -651,7 +651,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
             pid = self.hook.start_reaper(
                 marker=marker,
                 name=prepared.job.get("name"),
-                since=int(self._submitted_at or self.hook.clock.wall()) - CLOCK_SKEW_SECONDS,
+                since=int(self._submitted_at or self.hook.client.clock.wall()) - CLOCK_SKEW_SECONDS,
             )
         except Exception as exc:  # on_kill must end; the in-process cancel still runs if the answer comes
             self.log.error("Could not start the process that cancels the job of a killed submit: %s", exc)

@@ -1,14 +1,13 @@
-"""The Slurm Job API client without a transport: what the sync and the async hook share.
+"""The Slurm Job API client: one object built with the transport it sends with, held by both hooks.
 
-As httpx splits ``BaseClient`` (configuration, building requests, reading responses) from ``Client``
-and ``AsyncClient`` (sending them), :class:`SlurmClientBase` owns the paths, the request envelope,
+As an httpx client is built with ``transport=``, :class:`SlurmClient` is built with its transport
+(post one envelope, refresh the token) and its clock: it owns the paths, the request envelope,
 reading the answers, mapping errors, the one retry layer, the one 401 rule and the negotiation of
 the API version (per client; kept for the deployment through the ``load_version``/``keep_version``
-callbacks). The transport (post one envelope, refresh the token) and the clock are *injected*, as httpx
-takes ``transport=``: a hook builds them from its connection and hands them over (:meth:`_init_client`);
-the core drives every plan with them (:meth:`SlurmClientBase._drive`, :meth:`SlurmClientBase._adrive`)
-and reads time only through the clock (:data:`~airflow_provider_slurmapi.slurm.api.plans.NOW` and
-:data:`~airflow_provider_slurmapi.slurm.api.plans.WALL`).
+callbacks). A hook builds the transport and clock from its connection and holds the client
+(``hook.client``); the client drives every plan with them (:meth:`SlurmClient.run`,
+:meth:`SlurmClient.arun`) and reads time only through the clock
+(:data:`~airflow_provider_slurmapi.slurm.api.plans.NOW` and :data:`~airflow_provider_slurmapi.slurm.api.plans.WALL`).
 
 Every flow of several calls (a job from the live queue, else from the history; submit-once; the tag
 lookup; the accounting wait; cancel-and-confirm) is written once, as a *plan*: a generator that
@@ -25,9 +24,9 @@ import logging
 import re
 import secrets
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypedDict, TypeVar, Unpack
 
 from airflow_provider_slurmapi.slurm.api.api_versions import (
     NEGOTIATE,
@@ -94,7 +93,12 @@ from airflow_provider_slurmapi.slurm.jobs.states import JobStateInfo
 from airflow_provider_slurmapi.slurm.submit.spec import CLOCK_SKEW_SECONDS, PreparedSubmission, prepare_submission
 from airflow_provider_slurmapi.slurm.submit.tag import carries_tag, own_tagged
 
+if TYPE_CHECKING:
+    from airflow_provider_slurmapi.slurm.jobs.watch import StepLogger
+
 T = TypeVar("T")
+# The clock a client waits with: a sync hook's blocking one, an async hook's awaitable one.
+ClockT = TypeVar("ClockT", bound=Clock | AsyncClock)
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 # Job ids per jobs/state call: ~16 bytes each, so a call is ~160 kB, far below the 1 MB request limit.
@@ -135,46 +139,51 @@ class PostTokenRefused(UnauthenticatedError):
     """A 401 answer to a POST: not resent (it may have been carried out); the token is refreshed for the next call."""
 
 
-class SlurmClientBase:
-    """Everything a Slurm Job API client does but send: the hooks add their transport.
+class Offload(Protocol):
+    """Runs a blocking callback (the stores) off the event loop: ``asyncio.to_thread``, or Airflow's way."""
 
-    Settings a test or a caller may tune after construction: ``retry_seconds`` (how long transient
-    failures of one call are retried), ``retry_initial_wait`` (the first backoff), ``timeout``.
+    def __call__(self, call: Callable[[], T], /) -> Awaitable[T]: ...
+
+
+class SlurmClient(Generic[ClockT]):
+    """A Slurm Job API client: built with what it sends with (``transport``) and waits with (``clock``).
+
+    A hook holds one (``hook.client``), as an httpx client holds its transport. ``target`` gives the
+    cluster as the transport reaches it (default: ``cluster``); ``logger`` is where it speaks (default:
+    this module's); ``offload`` runs the blocking stores off the event loop for :meth:`arun` (default:
+    ``asyncio.to_thread``). Settings a test or a caller may tune after construction: ``retry_seconds``
+    (how long transient failures of one call are retried), ``retry_initial_wait`` (the first backoff),
+    ``timeout``.
     """
 
-    paths: SlurmPaths
-    api_version: str | None
-    timeout: float
-    retry_seconds: float
-    retry_initial_wait: float
-    state_endpoint: bool
-    # The caller's Linux account on the cluster (every job it submits is owned by it), and how it is known:
-    # the connection's slurm_user, or learned from the provider's own jobs (see _learn_account).
-    _account: str | None = None
-    _account_from: str = ""
     # The Airflow-side store of the learned account (plain callbacks: the core knows nothing of Airflow).
     load_account: Callable[[], str | None] | None = None
     keep_account: Callable[[str], None] | None = None
     # The Airflow-side store of the negotiated API version, per cluster (same kind of callbacks).
     load_version: Callable[[], str | None] | None = None
     keep_version: Callable[[str], None] | None = None
-    # What every plan is carried out with: injected by the hook (its connection's), a test's fakes.
-    transport: Transport | AsyncTransport
-    clock: Clock | AsyncClock
 
-    def _init_client(
+    def __init__(
         self,
         cluster: ClusterRef,
         *,
-        timeout: float | None,
-        retry_seconds: float | None,
         transport: Transport | AsyncTransport,
-        clock: Clock | AsyncClock,
+        clock: ClockT,
+        target: Callable[[], ClusterRef] | None = None,
+        logger: StepLogger | None = None,
+        offload: Offload | None = None,
+        timeout: float | None = None,
+        retry_seconds: float | None = None,
     ) -> None:
-        self.transport, self.clock = transport, clock
+        # What every plan is carried out with: the hook's (its connection's), a test's fakes.
+        self.transport: Transport | AsyncTransport = transport
+        self.clock: ClockT = clock
+        self._target: Callable[[], ClusterRef] = target or (lambda: cluster)
+        self._logger: StepLogger = logger or logging.getLogger(__name__)
+        self._offload: Offload = offload or asyncio.to_thread
         # api_version "auto": paths carry a placeholder until the version is negotiated (resolve_path).
         self.paths = SlurmPaths(cluster.api_version, wall=lambda: self.clock.wall())
-        self.api_version = None if cluster.api_version == NEGOTIATE else cluster.api_version
+        self.api_version: str | None = None if cluster.api_version == NEGOTIATE else cluster.api_version
         # Negotiation, per client: the kept version is read once; one that came from the store is trusted
         # until an answer confirms it, and a "not served" answer before that negotiates again.
         self._version_loaded = False
@@ -188,49 +197,45 @@ class SlurmClientBase:
         self.timeout = float(timeout or DEFAULT_TIMEOUT_SECONDS)
         self.retry_seconds = float(retry_seconds if retry_seconds is not None else DEFAULT_RETRY_SECONDS)
         self.retry_initial_wait = 1.0
-        # Whether jobs/state answers here: learnt once per client (see _live_states_plan).
+        # Whether jobs/state answers here: learnt once per client (see live_states_plan).
         self.state_endpoint = True
         # After a lost submit answer, how long the job is looked for before the submit is sent again.
         self.submit_settle_seconds = self.timeout + SUBMIT_SETTLE_MARGIN_SECONDS
+        # The caller's Linux account on the cluster (every job it submits is owned by it), and how it is known:
+        # the connection's slurm_user, or learned from the provider's own jobs (see _learn_account).
+        self._account: str | None = None
+        self._account_from = ""
         # Jobs whose submit answer this client read: their owner is the caller's account.
         self._submitted: set[int] = set()
         self._account_loaded = False
 
-    def _target(self) -> ClusterRef:
-        """The cluster the transport talks to (with the connection's project and endpoint)."""
-        raise NotImplementedError
-
     def _needs_version(self, path: str) -> bool:
-        """Whether ``path`` waits for the negotiated version (the hook negotiates, then resolves it)."""
+        """Whether ``path`` waits for the negotiated version (the client negotiates, then resolves it)."""
         return self.api_version is None and VERSION_PLACEHOLDER in path
 
-    # -- driving plans with the injected transport and clock ------------------------------------------
-    def _drive(self, plan: Plan[T]) -> T:
+    # -- driving plans with the client's transport and clock ------------------------------------------
+    def run(self, plan: Plan[T]) -> T:
         """Carry out ``plan`` with the sync transport and clock (a sync hook's)."""
         try:
             return run_plan(plan, expand=self._exchange, transport=self.transport, clock=self.clock)  # type: ignore[arg-type]
         finally:
             self._store_version()
 
-    async def _adrive(self, plan: Plan[T]) -> T:
+    async def arun(self, plan: Plan[T]) -> T:
         """Carry out ``plan`` with the async transport and clock; many coroutines negotiate the version once."""
         if self.api_version is None:
             plan = primed(plan)  # its arguments are checked before the version costs a call
             async with self._version_lock:
                 if self.api_version is None:
                     await self._offload(self._kept_version)  # the store may block: not on the loop
-                    self.api_version = await self._arun(self._version_plan())
+                    self.api_version = await self._arun_plan(self._version_plan())
         try:
-            return await self._arun(plan)
+            return await self._arun_plan(plan)
         finally:
             if self._version_to_keep is not None:
                 await self._offload(self._store_version)
 
-    async def _offload(self, call: Callable[[], T]) -> T:
-        """Run a blocking callback (the stores) off the event loop; a hook may say how (Airflow's way)."""
-        return await asyncio.to_thread(call)
-
-    async def _arun(self, plan: Plan[T]) -> T:
+    async def _arun_plan(self, plan: Plan[T]) -> T:
         return await arun_plan(plan, expand=self._exchange, transport=self.transport, clock=self.clock)  # type: ignore[arg-type]
 
     # -- negotiation, per client ----------------------------------------------------------------------
@@ -280,11 +285,6 @@ class SlurmClientBase:
 
     def _resolved(self, path: str, now: float) -> str:
         return resolve_path(path, self.api_version, now=now) if self.api_version else path
-
-    @property
-    def _logger(self) -> Any:
-        """The hook's logger (Airflow's), else this module's."""
-        return getattr(self, "log", None) or logging.getLogger(__name__)
 
     # -- one request: the one retry layer and the one 401 rule -------------------------------------
     def _exchange(self, request: SlurmRequest[Any]) -> Effects[Any]:
@@ -440,39 +440,39 @@ class SlurmClientBase:
         )
         return answered
 
-    def _call_plan(
+    def call_plan(
         self, method: HttpMethod, path: str, body: Mapping[str, Any] | None, retry: bool | None
     ) -> Plan[SlurmResponse]:
         """One raw call: Slurm's answer as it is (``errors[]`` left to the caller)."""
         return one_call(SlurmRequest(method, path, _as_is, body, retry))
 
-    def _live_job_plan(self, job_id: int) -> Plan[SlurmJob | None]:
+    def live_job_plan(self, job_id: int) -> Plan[SlurmJob | None]:
         job: SlurmJob | None = yield SlurmRequest("GET", self.paths.job(job_id), read_live_job, reread=True)
         return self._owner_seen(job)
 
-    def _history_job_plan(self, job_id: int) -> Plan[SlurmJob | None]:
+    def history_job_plan(self, job_id: int) -> Plan[SlurmJob | None]:
         path = self.paths.history_job(job_id)
         job: SlurmJob | None = yield SlurmRequest("GET", path, read_history_job, reread=True)
         return self._owner_seen(job)
 
-    def _job_plan(self, job_id: int) -> Plan[SlurmJob | None]:
+    def job_plan(self, job_id: int) -> Plan[SlurmJob | None]:
         """The job from the live queue, or from the history once it has left it; ``None`` if neither knows it.
 
         An array whose tasks in the live queue are all over is completed from the history (its
         earlier tasks may have left the queue): one more call, once, at its end.
         """
-        job = yield from self._live_job_plan(job_id)
+        job = yield from self.live_job_plan(job_id)
         if job is not None and job.array is not None and job.is_finished:
-            return complete_array(job, (yield from self._history_job_plan(job_id)))
+            return complete_array(job, (yield from self.history_job_plan(job_id)))
         if job is None:
-            job = yield from self._history_job_plan(job_id)
+            job = yield from self.history_job_plan(job_id)
         return job
 
-    def _live_jobs_plan(self, job_ids: Sequence[int]) -> Plan[dict[int, SlurmJob]]:
+    def live_jobs_plan(self, job_ids: Sequence[int]) -> Plan[dict[int, SlurmJob]]:
         ids = list(job_ids)
         return one_call(SlurmRequest("GET", self.paths.jobs(), lambda response: read_jobs_by_id(response, ids)))
 
-    def _list_jobs_plan(self, *, history: bool, filters: Mapping[str, Any], own: bool = False) -> Plan[list[SlurmJob]]:
+    def list_jobs_plan(self, *, history: bool, filters: Mapping[str, Any], own: bool = False) -> Plan[list[SlurmJob]]:
         if own and not (history and filters.get("users")):
             return self._own_jobs_plan(history=history, filters=filters)
         path = self.paths.history_jobs(**filters) if history else self.paths.jobs()
@@ -482,7 +482,7 @@ class SlurmClientBase:
         """The caller's own jobs: the history filtered by Slurm (``users=`` the caller's account), the live
         queue filtered here. The account is the connection's ``slurm_user``, else the one the provider
         learned from its own jobs (see :meth:`_learn_account`); never what an answer's ``meta`` says."""
-        account = self._require_account()
+        account = self.require_account()
         if history:
             path = self.paths.history_jobs(**{**filters, "users": [account]})
             listed: list[SlurmJob] = yield SlurmRequest("GET", path, _history_list)
@@ -490,9 +490,9 @@ class SlurmClientBase:
         live: list[SlurmJob] = yield SlurmRequest("GET", self.paths.jobs(), _live_list)
         return [job for job in live if job.user == account]
 
-    def _require_account(self) -> str:
+    def require_account(self) -> str:
         """The caller's account, or an error that names the fixes when it is not known yet."""
-        account = self._known_account()
+        account = self.known_account()
         if account is None:
             raise ConfigurationError(
                 f"The caller's own jobs on {self._target()} cannot be told from other users' jobs yet: the provider "
@@ -503,7 +503,7 @@ class SlurmClientBase:
         return account
 
     # -- who we are on the cluster -------------------------------------------------------------------
-    def _known_account(self) -> str | None:
+    def known_account(self) -> str | None:
         """The caller's account if known: the connection's ``slurm_user``, learned here, or kept from before."""
         if self._account is None and not self._account_loaded and self.load_account is not None:
             self._account_loaded = True
@@ -523,7 +523,7 @@ class SlurmClientBase:
         ``slurm_user`` is never replaced."""
         if not user or user in NOT_A_CALLER:
             return
-        known = self._known_account()
+        known = self.known_account()
         if known == user:
             return
         if known is not None:
@@ -551,7 +551,7 @@ class SlurmClientBase:
         return job
 
     # -- the one lookup of our own jobs --------------------------------------------------------------
-    def _our_jobs_plan(
+    def our_jobs_plan(
         self, marker: str, *, name: str | None = None, since: int | None = None, history: bool = True
     ) -> Plan[list[SlurmJob]]:
         """Our own jobs carrying ``marker`` (a task's tag, or one submit's send marker), oldest first.
@@ -569,7 +569,7 @@ class SlurmClientBase:
         """
         history_jobs: list[SlurmJob] = []
         if history:
-            account = self._known_account()
+            account = self.known_account()
             start = since if since is not None else int((yield WALL)) - TAG_LOOKBACK_SECONDS
             path = self.paths.history_jobs(job_name=name, start_time=start, users=[account] if account else None)
             try:
@@ -584,7 +584,7 @@ class SlurmClientBase:
         marked = [job for job in jobs if job.user and job.user not in NOT_A_CALLER and carries_tag(job.comment, marker)]
         if not marked:
             return []
-        owner = self._known_account()
+        owner = self.known_account()
         if owner is None:
             oldest = min(marked, key=_job_key)
             owner = oldest.user or ""
@@ -628,7 +628,7 @@ class SlurmClientBase:
         copy carries the same send marker and a higher job id. The live queue is enough (a copy that has
         ended needs no cancel). A job of another user, or of another try (another marker), is never touched.
         """
-        ours = yield from self._our_jobs_plan(marker, history=False)
+        ours = yield from self.our_jobs_plan(marker, history=False)
         keep = keep_job_id if keep_job_id is not None else (ours[0].job_id if ours else None)
         copies = [job.job_id for job in ours if keep is not None and job.job_id > keep and not job.is_finished]
         for job_id in copies:
@@ -639,33 +639,33 @@ class SlurmClientBase:
                 marker,
                 keep,
             )
-            yield from self._cancel_plan(job_id)
+            yield from self.cancel_plan(job_id)
         return keep, copies
 
-    def _later_copies_plan(self, marker: str, keep_job_id: int) -> Plan[list[int]]:
+    def later_copies_plan(self, marker: str, keep_job_id: int) -> Plan[list[int]]:
         """While a job whose submit was resent is watched: cancel its late copies (see :meth:`_copies_plan`)."""
         _, copies = yield from self._copies_plan(marker, keep_job_id)
         return copies
 
-    def _find_by_tag_plan(self, tag: str, *, name: str | None, since: int | None) -> Plan[SlurmJob | None]:
+    def find_by_tag_plan(self, tag: str, *, name: str | None, since: int | None) -> Plan[SlurmJob | None]:
         """The newest of our own jobs that carry ``tag`` (a retry looks for an earlier try's job).
 
         An array is one job: what the lookup found of it is one task's record (known by the array's id),
         so the array is read whole, its state that of all its tasks (else that task's record stands).
         """
-        ours = yield from self._our_jobs_plan(tag, name=name, since=since)
+        ours = yield from self.our_jobs_plan(tag, name=name, since=since)
         if not ours:
             return None
         found = ours[-1]
         if found.array_job_id and found.array is None:
-            whole: SlurmJob | None = yield from self._job_plan(found.array_job_id)
+            whole: SlurmJob | None = yield from self.job_plan(found.array_job_id)
             return whole or found
         return found
 
     def _partitions_plan(self, *, retry: bool | None = None) -> Plan[list[str]]:
         return one_call(SlurmRequest("GET", self.paths.partitions(), read_partition_names, retry=retry))
 
-    def _live_states_plan(
+    def live_states_plan(
         self, job_ids: Sequence[int], tasks: list[tuple[int, int, JobStateInfo]] | None = None
     ) -> Plan[dict[int, JobStateInfo | SlurmJob]]:
         """States of the given jobs still in the live queue: ``jobs/state`` (chunked), else the ``jobs/`` list.
@@ -696,9 +696,9 @@ class SlurmClientBase:
                 self.state_endpoint = False
                 if tasks is not None:
                     del tasks[first_entry:]
-        return dict((yield from self._live_jobs_plan(ids)))
+        return dict((yield from self.live_jobs_plan(ids)))
 
-    def _cancel_plan(self, job_id: int, signal: str | None = None) -> Plan[CancelOutcome]:
+    def cancel_plan(self, job_id: int, signal: str | None = None) -> Plan[CancelOutcome]:
         """Cancel a job. Cancelling a finished or unknown job is not an error; the outcome says which.
 
         A plain cancel is retried on transient failures (cancelling twice is harmless); a ``signal``
@@ -716,15 +716,15 @@ class SlurmClientBase:
         return outcome
 
     # -- submit-once: exactly one job ----------------------------------------------------------------
-    def _submit_job_plan(
+    def submit_job_plan(
         self, job: Mapping[str, Any] | None, script: str | None, **options: Unpack[SubmitOptions]
     ) -> Plan[SubmitResult]:
         """Prepare (check, tag) a batch job and submit it exactly once."""
         tag, comment = options.get("tag"), options.get("comment")
         prepared = prepare_submission(job, script, tag=tag or one_off_tag(), comment=comment)
-        return self._submit_plan(prepared)
+        return self.submit_plan(prepared)
 
-    def _submit_plan(self, prepared: PreparedSubmission, marker: str | None = None) -> Plan[SubmitResult]:
+    def submit_plan(self, prepared: PreparedSubmission, marker: str | None = None) -> Plan[SubmitResult]:
         """Submit a prepared batch job exactly once (see ``SlurmApiHook.submit_job``).
 
         One prepared without a tag gets a one-off tag first. This submit (all its resends) gets its own
@@ -782,7 +782,7 @@ class SlurmClientBase:
                 continue
             self._submitted.add(result.job_id)
             self._logger.info("Submitted Slurm job %s to %s", result.job_id, self._target())
-            if self._known_account() is None:
+            if self.known_account() is None:
                 yield from self._learn_from_submitted_plan(result.job_id)
             result = replace(result, send_marker=marker)
             if resent:
@@ -793,7 +793,7 @@ class SlurmClientBase:
         """The account is not known yet: read the job just submitted once, its owner is the caller's account
         (kept, so this costs one call once per connection and cluster). A failure only leaves it unknown."""
         try:
-            yield from self._live_job_plan(job_id)
+            yield from self.live_job_plan(job_id)
         except SlurmApiError as exc:
             self._logger.warning("Could not read Slurm job %s to learn the caller's account: %s", job_id, exc)
 
@@ -812,7 +812,7 @@ class SlurmClientBase:
         while True:
             looked_at: float = yield NOW
             try:
-                ours = yield from self._our_jobs_plan(marker, name=prepared.job.get("name"), since=since)
+                ours = yield from self.our_jobs_plan(marker, name=prepared.job.get("name"), since=since)
             except SlurmApiError as exc2:
                 raise SubmitOutcomeUnknownError(
                     f"The answer to a submit was lost and looking for its marker {marker} failed too ({exc2}). "
@@ -844,10 +844,10 @@ class SlurmClientBase:
         return SubmitResult(job_id=keep, resent=True, send_marker=marker)
 
     # -- the accounting wait -------------------------------------------------------------------------
-    def _accounting_plan(self, job_id: int) -> Plan[Accounting | None]:
+    def accounting_plan(self, job_id: int) -> Plan[Accounting | None]:
         """The history's summary of a finished job; ``None`` while it has no finished record of it.
 
-        One call, not retried here: :meth:`_wait_for_accounting_plan` looks again.
+        One call, not retried here: :meth:`wait_for_accounting_plan` looks again.
         """
 
         def read(response: SlurmResponse) -> Accounting | None:
@@ -858,7 +858,7 @@ class SlurmClientBase:
 
         return one_call(SlurmRequest("GET", self.paths.history_job(job_id), read, retry=False))
 
-    def _wait_for_accounting_plan(
+    def wait_for_accounting_plan(
         self, job_id: int, wait_seconds: float, poll_seconds: float
     ) -> Plan[tuple[str, dict[str, Any]]]:
         """The accounting line and XCom value of a finished job, looked for up to ``wait_seconds``.
@@ -869,7 +869,7 @@ class SlurmClientBase:
         started: float = yield NOW
         while True:
             try:
-                accounting = yield from self._accounting_plan(job_id)
+                accounting = yield from self.accounting_plan(job_id)
             except SlurmApiError as exc:
                 waited = (yield NOW) - started
                 if not is_transient(exc) or waited >= wait_seconds:
@@ -882,20 +882,20 @@ class SlurmClientBase:
                 return not_recorded(job_id, waited)
             yield Sleep(min(poll_seconds, max(0.0, wait_seconds - waited)))
 
-    def _wait_for_termination_plan(self, job_id: int, timeout: float, poll_seconds: float) -> Plan[SlurmJob | None]:
+    def wait_for_termination_plan(self, job_id: int, timeout: float, poll_seconds: float) -> Plan[SlurmJob | None]:
         """The job once it has finished, looked at every ``poll_seconds`` for up to ``timeout`` seconds.
 
         Slurm cancels asynchronously: a cancelled job stays RUNNING or COMPLETING a while. When the time is
         up, its last record (still unfinished: the caller says so); ``None`` if Slurm knows it nowhere.
         """
         started: float = yield NOW
-        job = yield from self._job_plan(job_id)
+        job = yield from self.job_plan(job_id)
         while job is not None and not job.is_finished:
             waited = (yield NOW) - started
             if waited >= timeout:
                 break
             yield Sleep(min(poll_seconds, timeout - waited))
-            job = yield from self._job_plan(job_id)
+            job = yield from self.job_plan(job_id)
         return job
 
 
@@ -1034,9 +1034,10 @@ __all__ = [
     "MAX_IDS_PER_CALL",
     "SUBMIT_SETTLE_MARGIN_SECONDS",
     "TAG_LOOKBACK_SECONDS",
+    "Offload",
     "Plan",
     "PostTokenRefused",
-    "SlurmClientBase",
+    "SlurmClient",
     "SlurmRequest",
     "SubmitOptions",
     "VersionNoLongerServed",

@@ -19,7 +19,7 @@ carries the submit's marker, and cancels it.
   is cancelled again, which Slurm answers harmlessly.
 
 The marker is the submit's send marker (``slurmapi-send=``, random, one per submit call): no other
-try's job carries it, and the one lookup of our own jobs (``_our_jobs_plan``) never takes another
+try's job carries it, and the one lookup of our own jobs (``our_jobs_plan``) never takes another
 user's copy of it. :func:`find_and_cancel` is the loop around that lookup.
 
 This module knows nothing of Airflow (it must start quickly in a fresh interpreter, after the kill).
@@ -39,7 +39,7 @@ from typing import Any, Protocol
 from airflow_provider_slurmapi.slurm.api.cluster import ClusterRef
 from airflow_provider_slurmapi.slurm.api.errors import SlurmApiError, UnauthenticatedError
 from airflow_provider_slurmapi.slurm.api.plans import Plan, Send, SystemClock
-from airflow_provider_slurmapi.slurm.client import SlurmClientBase, no_answer
+from airflow_provider_slurmapi.slurm.client import SlurmClient, no_answer
 from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
 
 # How often the reaper looks for the job: a few calls each time, for at most the settle window (90 s by default).
@@ -119,24 +119,16 @@ def spawn(order: ReapOrder) -> int:
     return process.pid
 
 
-class _Reaper(SlurmClientBase):
-    """A client that sends with the one token it was given (it cannot refresh it)."""
+class _OneTokenTransport:
+    """The reaper's transport: sends with the one token it was given (it cannot refresh it)."""
 
     def __init__(self, order: ReapOrder) -> None:
         self._cluster = order.cluster()
         self._token = order.token
-        # It is its own transport (one token, no refresh): injected as the hooks inject theirs.
-        self._init_client(
-            self._cluster, timeout=order.timeout, retry_seconds=CALL_RETRY_SECONDS, transport=self, clock=SystemClock()
-        )
-        if order.account:
-            self._account, self._account_from = order.account, "the killed task's"
+        self._timeout = order.timeout
 
     def __repr__(self) -> str:
         return f"<reaper cluster={self._cluster.region}/{self._cluster.cluster_id}>"
-
-    def _target(self) -> ClusterRef:
-        return self._cluster
 
     def send(self, envelope: Send) -> tuple[int, bytes]:
         import requests
@@ -146,28 +138,39 @@ class _Reaper(SlurmClientBase):
                 self._cluster.url,
                 data=envelope.data,
                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {self._token}"},
-                timeout=self.timeout,
+                timeout=self._timeout,
                 allow_redirects=False,  # as the hooks' transports: the token and envelope go to the endpoint only
             )
         except (requests.ConnectionError, requests.Timeout) as exc:
-            raise no_answer(self._cluster, self.timeout, exc) from exc
+            raise no_answer(self._cluster, self._timeout, exc) from exc
         return response.status_code, response.content
 
     def refresh(self) -> None:
         raise UnauthenticatedError("The reaper's access token was refused; it cannot get another.", http_status=401)
 
-    def run(self, plan: Plan[Any]) -> Any:
-        return self._drive(plan)
+
+def reaper_client(order: ReapOrder) -> SlurmClient[SystemClock]:
+    """A reaper's client: its one-token transport (:class:`_OneTokenTransport`) and real time, as a hook's."""
+    client = SlurmClient(
+        order.cluster(),
+        transport=_OneTokenTransport(order),
+        clock=SystemClock(),
+        timeout=order.timeout,
+        retry_seconds=CALL_RETRY_SECONDS,
+    )
+    if order.account:
+        client._account, client._account_from = order.account, "the killed task's"
+    return client
 
 
 class ReapClient(Protocol):
-    """What :func:`find_and_cancel` needs of a client."""
+    """What :func:`find_and_cancel` needs of a client (a :class:`SlurmClient`)."""
 
     def run(self, plan: Plan[Any]) -> Any: ...
-    def _our_jobs_plan(
+    def our_jobs_plan(
         self, marker: str, *, name: str | None = None, since: int | None = None
     ) -> Plan[list[SlurmJob]]: ...
-    def _cancel_plan(self, job_id: int, signal: str | None = None) -> Plan[Any]: ...
+    def cancel_plan(self, job_id: int, signal: str | None = None) -> Plan[Any]: ...
 
 
 def find_and_cancel(
@@ -186,14 +189,14 @@ def find_and_cancel(
     while True:
         looked_at = clock()
         try:
-            jobs = client.run(client._our_jobs_plan(marker, name=name, since=since))
+            jobs = client.run(client.our_jobs_plan(marker, name=name, since=since))
         except SlurmApiError:
             jobs = []
         found = [job.job_id for job in jobs]
         cancelled = []
         for job_id in found:
             try:
-                client.run(client._cancel_plan(job_id))
+                client.run(client.cancel_plan(job_id))
                 cancelled.append(job_id)
             except SlurmApiError:
                 continue  # looked for and cancelled again at the next look
@@ -213,9 +216,8 @@ def main() -> int:
         order = read_order(json.loads(sys.stdin.read()))
     except (ValueError, KeyError, TypeError):
         return 2
-    reaper = _Reaper(order)
     find_and_cancel(
-        reaper,
+        reaper_client(order),
         order.marker,
         order.since,
         order.deadline,

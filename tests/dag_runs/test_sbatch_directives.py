@@ -20,7 +20,7 @@ def _record(emulator: Any, name: str) -> dict[str, Any]:
 
     [job] = [job for job in emulator.jobs() if job["name"] == name]
     hook = SlurmApiHook(**CLUSTER)
-    answer = hook.call("GET", hook.paths.job(job["job_id"]))
+    answer = hook.call("GET", hook.client.paths.job(job["job_id"]))
     assert answer.body is not None
     record: dict[str, Any] = answer.body["jobs"][0]
     return record

@@ -102,7 +102,7 @@ def test_missing_environment_slurm_refuses_raw_submit(gateway: Any, lab: Lab) ->
         "job": {"name": "live-no-environment", "partition": "debug", "current_working_directory": "/tmp"},
         "script": "#!/bin/bash\necho x\n",
     }
-    response = hook.call("POST", hook.paths.submit(), body)
+    response = hook.call("POST", hook.client.paths.submit(), body)
     assert response.status == SUBMIT_REFUSED_STATUS, response
     number, text = MISSING_ENVIRONMENT_ERROR
     assert [e["error_number"] for e in response.errors] == [number], response.errors

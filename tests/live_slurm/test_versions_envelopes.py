@@ -142,7 +142,7 @@ def test_auto_negotiates_the_newest_version_the_real_slurm_serves(
     assert pings == (
         ["/slurm/v0.0.45/ping"] if newest == "v0.0.45" else ["/slurm/v0.0.45/ping", f"/slurm/{newest}/ping"]
     )
-    assert hook.api_version == newest
+    assert hook.client.api_version == newest
     assert f"Slurm REST API version {newest} negotiated" in caplog.text + "".join(capfd.readouterr())
     assert list(kept.values()) == [newest]  # kept for the deployment's next task processes
     # A kept version the real slurmrestd does not serve (v0.0.45 on 24.11) is negotiated again, not a failure.
@@ -153,7 +153,7 @@ def test_auto_negotiates_the_newest_version_the_real_slurm_serves(
         assert again.get_job(UNKNOWN_JOB_ID) is None
         called = [c["path"] for c in gateway.calls()["last"]]
         assert called[:3] == [f"/slurm/v0.0.45/job/{UNKNOWN_JOB_ID}", "/slurm/v0.0.45/ping", f"/slurm/{newest}/ping"]
-        assert again.api_version == newest and list(kept.values()) == [newest]
+        assert again.client.api_version == newest and list(kept.values()) == [newest]
 
 
 def test_a_version_the_real_slurm_deprecates_is_said_once(

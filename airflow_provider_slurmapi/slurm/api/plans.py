@@ -4,9 +4,9 @@ A *plan* is a generator that yields what it needs next: a :class:`SlurmRequest` 
 result, or thrown the :class:`SlurmApiError` it ended in), a :class:`Sleep`, :data:`NOW` (sent the
 clock's monotonic reading) or :data:`WALL` (its wall-clock time: the core reads time only so).
 The client core expands each request into *effects* (send one envelope, refresh the
-token, sleep, read the clock: see ``SlurmClientBase._exchange``), and a driver carries the effects out:
+token, sleep, read the clock: see ``SlurmClient._exchange``), and a driver carries the effects out:
 :func:`run_plan` with a blocking transport and clock (the sync hook), :func:`arun_plan` with awaitable
-ones (the async hook). A hook is then a transport and a clock; every decision lives in the core, and a
+ones (the async hook). A hook only brings a transport and a clock; every decision lives in the core, and a
 test drives any flow with a fake clock instead of real time.
 """
 
@@ -74,7 +74,7 @@ class Send:
 
 @dataclass(frozen=True, slots=True)
 class Refresh:
-    """Get a fresh token before the next send (the one 401 rule decides when: ``SlurmClientBase._exchange``)."""
+    """Get a fresh token before the next send (the one 401 rule decides when: ``SlurmClient._exchange``)."""
 
 
 REFRESH = Refresh()

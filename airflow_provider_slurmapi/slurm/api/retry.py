@@ -1,8 +1,8 @@
 """When and how long to retry a call: the one retry layer, applied per request by the client core.
 
 Only calls that are safe to repeat are retried: GET and DELETE. A submit whose answer was lost is never
-resent blindly; the submit-once plan looks for the job's tag first (``SlurmClientBase._submit_once_plan``).
-A record Slurm garbled is asked for again within the same budget (``SlurmClientBase._exchange``).
+resent blindly; the submit-once plan looks for the job's tag first (``SlurmClient._submit_once_plan``).
+A record Slurm garbled is asked for again within the same budget (``SlurmClient._exchange``).
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ def own_tagged(jobs: Iterable[SlurmJob], tag: str, *, user: str, since: int | No
     """The jobs of ``user`` that carry ``tag`` as an exact token, oldest first, one record each.
 
     ``user`` is the caller's own Linux account, as the provider established it (see
-    ``SlurmClientBase._our_jobs_plan``): the Slurm Job API runs every call as it, so every job this
+    ``SlurmClient.our_jobs_plan``): the Slurm Job API runs every call as it, so every job this
     deployment submitted is owned by it. A job of anyone else is never ours, whatever its comment says:
     another cluster user can copy a tag from a visible comment. ``since`` (Unix time) drops jobs
     submitted before it (e.g. a failed job of an earlier try, when looking for a lost submit).

@@ -19,7 +19,7 @@ async def test_async_get_cancel_and_token_refresh(gcp_connection: Any) -> None:
         .job_id
     )
     async with SlurmApiAsyncHook(**CLUSTER) as hook:
-        hook.retry_initial_wait = 0.05
+        hook.client.retry_initial_wait = 0.05
         job = await hook.get_job(job_id)
         assert job is not None and not job.is_finished
         states = await hook.get_live_states([job_id])

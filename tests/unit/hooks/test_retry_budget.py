@@ -30,8 +30,8 @@ def stopped_at_one_budget(sleeps: list[float]) -> bool:
 def test_a_reread_of_a_garbled_record_shares_the_budget_of_the_transient_retries(gcp_connection: Any) -> None:
     """Three UNAVAILABLE answers, then records the reader finds garbled: asked again, within one budget."""
     hook = SlurmApiHook(**CLUSTER)
-    hook.retry_seconds, hook.retry_initial_wait = BUDGET, 1.0
-    hook.clock = clock = FakeClock()
+    hook.client.retry_seconds, hook.client.retry_initial_wait = BUDGET, 1.0
+    hook.client.clock = clock = FakeClock()
     hook.get_live_job(1)  # the version negotiated and a token fetched before counting
     garbled: list[SlurmResponse] = []
 
@@ -42,7 +42,7 @@ def test_a_reread_of_a_garbled_record_shares_the_budget_of_the_transient_retries
     gcp_connection.reset_calls()
     gcp_connection.add_fault("unavailable@job-get*3")
     with pytest.raises(MalformedRecordError):
-        hook._run(one_call(SlurmRequest("GET", hook.paths.job(1), garbling, reread=True)))
+        hook._run(one_call(SlurmRequest("GET", hook.client.paths.job(1), garbling, reread=True)))
     attempts = job_gets(gcp_connection)
     assert attempts == len(clock.sleeps) + 1 and len(garbled) == attempts - 3 > 0
     assert stopped_at_one_budget(clock.sleeps), clock.sleeps
@@ -50,8 +50,8 @@ def test_a_reread_of_a_garbled_record_shares_the_budget_of_the_transient_retries
 
 def test_a_read_failing_all_along_takes_one_budget_in_either_hook(gcp_connection: Any) -> None:
     hook = SlurmApiHook(**CLUSTER)
-    hook.retry_seconds, hook.retry_initial_wait = BUDGET, 1.0
-    hook.clock = clock = FakeClock()
+    hook.client.retry_seconds, hook.client.retry_initial_wait = BUDGET, 1.0
+    hook.client.clock = clock = FakeClock()
     hook.get_live_job(1)
     gcp_connection.reset_calls()
     gcp_connection.add_fault("unavailable@job-get*inf")
@@ -63,9 +63,9 @@ def test_a_read_failing_all_along_takes_one_budget_in_either_hook(gcp_connection
 
     async def read_async() -> list[float]:
         async with SlurmApiAsyncHook(**CLUSTER) as async_hook:
-            async_hook.clock = async_clock = AsyncFakeClock()
+            async_hook.client.clock = async_clock = AsyncFakeClock()
             await async_hook.get_live_job(1)
-            async_hook.retry_seconds, async_hook.retry_initial_wait = BUDGET, 1.0
+            async_hook.client.retry_seconds, async_hook.client.retry_initial_wait = BUDGET, 1.0
             gcp_connection.reset_calls()
             gcp_connection.add_fault("unavailable@job-get*inf")
             with pytest.raises(TransientApiError):

@@ -53,7 +53,7 @@ def signals_received(job_id: int, record: Path) -> int:
 
 async def _async_signal(job_id: int) -> CancelOutcome:
     async with SlurmApiAsyncHook(**CLUSTER) as hook:
-        hook.retry_initial_wait = 0.05
+        hook.client.retry_initial_wait = 0.05
         return await hook.cancel_job(job_id, signal="SIGUSR1")
 
 
@@ -66,7 +66,7 @@ def test_signal_is_not_resent_after_a_5xx_that_followed_its_delivery(hook_kind: 
     try:
         if hook_kind == "sync":
             hook = SlurmApiHook(**CLUSTER)
-            hook.retry_initial_wait = 0.05
+            hook.client.retry_initial_wait = 0.05
             hook.cancel_job(job_id, signal="SIGUSR1")
         else:
             asyncio.run(_async_signal(job_id))
@@ -86,13 +86,13 @@ def test_plain_cancel_is_still_retried_after_a_5xx(hook_kind: str, gcp_connectio
     gcp_connection.add_fault("500-before@job-delete")
     if hook_kind == "sync":
         hook = SlurmApiHook(**CLUSTER)
-        hook.retry_initial_wait = 0.05
+        hook.client.retry_initial_wait = 0.05
         assert hook.cancel_job(job_id) is CancelOutcome.CANCELLED
     else:
 
         async def cancel() -> CancelOutcome:
             async with SlurmApiAsyncHook(**CLUSTER) as hook:
-                hook.retry_initial_wait = 0.05
+                hook.client.retry_initial_wait = 0.05
                 return await hook.cancel_job(job_id)
 
         assert asyncio.run(cancel()) is CancelOutcome.CANCELLED

@@ -34,8 +34,8 @@ def connect(monkeypatch: pytest.MonkeyPatch, emulator: Any, credentials_file: Pa
 def make_hook(clock: FakeClock | None = None) -> SlurmApiHook:
     """A hook whose waits (settle, retries) take no real time."""
     hook = SlurmApiHook(**CLUSTER)
-    hook.retry_initial_wait = 0.05
-    hook.clock = clock or FakeClock()
+    hook.client.retry_initial_wait = 0.05
+    hook.client.clock = clock or FakeClock()
     return hook
 
 
@@ -121,7 +121,7 @@ async def test_the_async_hook_never_resends_a_post_on_401(gcp_connection: Any) -
         gcp_connection.add_fault("expire-token@submit")
         body = {"job": spec(gcp_connection), "script": LONG}
         with pytest.raises(UnauthenticatedError):
-            await hook.call("POST", hook.paths.submit(), body)
+            await hook.call("POST", hook.client.paths.submit(), body)
         assert kinds_of_calls(gcp_connection) == ["submit"]
         assert gcp_connection.jobs() == []
         assert await hook.get_job(1) is None  # the next call has a fresh token
@@ -138,7 +138,7 @@ def test_the_async_hook_settles_a_lost_submit_answer_by_its_tag_as_the_sync_hook
 
     async def submit() -> tuple[int, int | None]:
         async with SlurmApiAsyncHook(**CLUSTER) as hook:
-            hook.clock = AsyncFakeClock(before_sleep=clock.before_sleep)
+            hook.client.clock = AsyncFakeClock(before_sleep=clock.before_sleep)
             result = await hook.submit_job(spec(emulator, "async"), LONG, tag=tag)
             found = await hook.find_job_by_tag(tag, name="async", since=int(time.time()) - 600)
             return result.job_id, found.job_id if found is not None else None

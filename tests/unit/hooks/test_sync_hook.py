@@ -25,7 +25,7 @@ QUICK = "#!/bin/bash\necho hello\n"
 
 def make_hook(**kwargs: Any) -> SlurmApiHook:
     hook = SlurmApiHook(**{**CLUSTER, **kwargs})
-    hook.retry_initial_wait = 0.05
+    hook.client.retry_initial_wait = 0.05
     return hook
 
 
@@ -193,7 +193,7 @@ def test_the_termination_wait_runs_on_the_hooks_clock(gcp_connection: Any) -> No
     from tests.unit.hooks.fake_clock import FakeClock
 
     hook, clock = make_hook(), FakeClock()
-    hook.clock = clock
+    hook.client.clock = clock
     workdir = gcp_connection.config.workdir
     running = hook.submit_job(job_spec(workdir, name="stays"), "#!/bin/bash\nsleep 120\n").job_id
     gcp_connection.wait_for_state(running, ["RUNNING", "PENDING"], timeout=30)

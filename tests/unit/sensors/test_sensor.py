@@ -213,6 +213,6 @@ def test_without_a_task_state_store_a_poke_gives_its_slot_back_during_an_outage(
     (the next poke looks again), and the job is neither failed nor cancelled."""
     slurm = _Outage()
     task = sensor(slurm, outage_tolerance_seconds=0.5)
-    task.hook.retry_seconds = 0  # no retry inside the call: the outage reaches the poke at once
+    task.hook.client.retry_seconds = 0  # no retry inside the call: the outage reaches the poke at once
     assert task.poke(task_context(TaskInstance(), None, task_reschedule_count=3)) is False
     assert len(slurm.calls) == 1, slurm.calls

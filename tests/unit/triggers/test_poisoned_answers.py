@@ -223,7 +223,7 @@ def test_a_garbled_record_of_the_job_asked_for_is_read_again(
 
     emulator, proxy = poisoned_connection
     hook = SlurmApiHook(**CLUSTER)
-    hook.retry_initial_wait = 0.05
+    hook.client.retry_initial_wait = 0.05
     job = {"name": "garbled", "partition": "debug", "current_working_directory": str(emulator.config.workdir)}
     job_id = hook.submit_job(job, "#!/bin/bash\nsleep 30\n").job_id
 
@@ -232,7 +232,7 @@ def test_a_garbled_record_of_the_job_asked_for_is_read_again(
     assert found is not None and found.job_id == job_id and proxy.poisoned["job"] == 2
 
     proxy.garble_job_records = 10**6
-    hook.retry_seconds = 1
+    hook.client.retry_seconds = 1
     with pytest.raises(MalformedRecordError, match=rf"job {job_id}.*job_state=5"):
         hook.get_live_job(job_id)
     hook.cancel_job(job_id)
