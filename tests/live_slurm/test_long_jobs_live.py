@@ -137,7 +137,7 @@ def assert_waited_to_the_end(result: DagResult, lab: Lab, job_id: int) -> None:
 
 # A requeued job is eligible again only cred_expire later (Slurm's BeginTime, ~22 s in the lab with the
 # scheduler's next pass): each of these tests waits that out. The sync wait and the trigger share one JobWatch, whose handling of the same
-# sequences the unit tests (tests/unit/slurm/test_watch_long_jobs.py) check in both; the real-Slurm
+# sequences the unit tests (tests/unit/slurm/jobs/test_watch_long_jobs.py) check in both; the real-Slurm
 # run of the sync mode comes with SLURM_LIVE_FULL=1.
 SYNC_SKIPPED = "the sync wait's twin of a requeue test: SLURM_LIVE_FULL=1 runs it"
 

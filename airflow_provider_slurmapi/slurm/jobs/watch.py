@@ -769,6 +769,7 @@ __all__ = [
     "PendingTimeoutError",
     "Poll",
     "Say",
+    "StepLogger",
     "SweepCopies",
     "WallClock",
     "WatchEnd",

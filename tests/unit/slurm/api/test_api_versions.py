@@ -23,7 +23,7 @@ from airflow_provider_slurmapi.slurm.client import deprecation_notice
 from airflow_provider_slurmapi.slurm.jobs.readers import read_history_job, read_live_job
 from airflow_provider_slurmapi.slurm.jobs.states import parse_job_state
 
-SLURM_26_05 = Path(__file__).resolve().parents[2] / "fixtures" / "slurm-26.05"
+SLURM_26_05 = Path(__file__).resolve().parents[3] / "fixtures" / "slurm-26.05"
 
 
 def test_v0_0_45_is_supported_and_each_release_serves_what_slurm_says() -> None:
