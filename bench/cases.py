@@ -139,12 +139,23 @@ async def fanin(args: argparse.Namespace) -> dict[str, Any]:
 
     tasks = [loop.create_task(drive(trigger)) for trigger in triggers]
 
+    def none_ended() -> bool:
+        """A trigger that ended during the warm-up (an error event, an exception) never polls again: say
+        so at once rather than wait out the warm-up timeout for a poll that cannot come."""
+        ended = [task for task in tasks if task.done()]
+        if ended:
+            failure = ended[0].exception() if not ended[0].cancelled() else None
+            raise RuntimeError(
+                f"warm-up: {len(ended)} of {n} triggers ended before it was over; first: {failure or events[:1]!r}"
+            )
+        return True
+
     if args.variant == "shared":
         keys = {trigger.poller_key for trigger in triggers}
 
         def subscribed() -> bool:
             pollers = [pollers_of_this_loop().get(key) for key in keys]
-            return all(pollers) and sum(len(p.job_ids) for p in pollers if p) == n
+            return none_ended() and all(pollers) and sum(len(p.job_ids) for p in pollers if p) == n
 
         await wait_until(subscribed, args.warmup_timeout, f"{n} subscriptions")
         pollers = [pollers_of_this_loop()[key] for key in keys]
@@ -157,7 +168,9 @@ async def fanin(args: argparse.Namespace) -> dict[str, Any]:
         await wait_until(lambda: polls() >= first + 2, args.warmup_timeout, "a full round")
         setup_cpu, setup_wall = time.process_time() - setup_cpu0, time.perf_counter() - setup_wall0
     else:
-        await wait_until(lambda: all(t.polls >= 1 for t in triggers), args.warmup_timeout, "every first poll")
+        await wait_until(
+            lambda: none_ended() and all(t.polls >= 1 for t in triggers), args.warmup_timeout, "every first poll"
+        )
         setup_cpu, setup_wall = time.process_time() - setup_cpu0, time.perf_counter() - setup_wall0
         start_gate.set()
         await asyncio.sleep(interval)  # every trigger has started its own cadence

@@ -235,10 +235,14 @@ class AiohttpTransport:
         _, credentials = await self._prepare()
         async with self._token_lock:
             if force or not credentials.valid:
+                from google.auth.exceptions import TransportError
                 from google.auth.transport.requests import Request
 
                 try:
                     await asyncio.to_thread(credentials.refresh, Request())
+                except TransportError as exc:  # no answer from the token endpoint: transient (as in SessionTransport)
+                    cluster, _ = await self._prepare()
+                    raise no_answer(cluster, self._timeout(), exc) from exc
                 except Exception as exc:
                     raise no_token(self.gcp_conn_id, exc) from None
             return str(credentials.token)

@@ -124,12 +124,14 @@ class FirstHeadDeadlineSite(web.TCPSite):
         assert server is not None
         handler = server()
         self._waiting[id(handler)] = handler
-        asyncio.get_running_loop().call_later(self._head_timeout, self._expire, id(handler))
+        # The timer holds the handler itself, not its id: once a connection is served and gone, a new
+        # handler may be allocated at the same address, and an id-keyed timer would then close it early.
+        asyncio.get_running_loop().call_later(self._head_timeout, self._expire, handler)
         return handler
 
-    def _expire(self, key: int) -> None:
-        handler = self._waiting.pop(key, None)
-        if handler is not None:
+    def _expire(self, handler: web.RequestHandler) -> None:
+        if self._waiting.get(id(handler)) is handler:
+            del self._waiting[id(handler)]
             handler.force_close()
 
     def request_started(self, protocol: object) -> None:

@@ -4,15 +4,18 @@ garbled record asked for again), counted in attempts at the emulator on a fake c
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
 from airflow_provider_slurmapi.slurm.api.envelope import SlurmResponse
-from airflow_provider_slurmapi.slurm.api.errors import MalformedRecordError, TransientApiError
+from airflow_provider_slurmapi.slurm.api.errors import ApiConnectionError, MalformedRecordError, TransientApiError
 from airflow_provider_slurmapi.slurm.api.plans import SlurmRequest, one_call
-from tests.conftest import CLUSTER
+from tests.conftest import CLUSTER, connection_uri_env
 from tests.unit.hooks.fake_clock import AsyncFakeClock, FakeClock
 
 BUDGET = 20.0
@@ -76,3 +79,39 @@ def test_a_read_failing_all_along_takes_one_budget_in_either_hook(gcp_connection
     gcp_connection.clear_faults()
     assert job_gets(gcp_connection) == len(sleeps) + 1
     assert stopped_at_one_budget(sleeps), sleeps
+
+
+def test_a_token_endpoint_that_does_not_answer_is_retried_as_no_answer_in_either_hook(
+    gcp_connection: Any, credentials_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refused token request is a connection failure (retried, then "No answer"), not a bad key: the
+    async hook once made it a final UnauthenticatedError, which ended a trigger on one dropped connection."""
+    with socket.socket() as closed:  # a port nothing listens on: the token request is refused
+        closed.bind(("127.0.0.1", 0))
+        refused = f"http://127.0.0.1:{closed.getsockname()[1]}/token"
+    key = json.loads(credentials_file.read_text())
+    key["token_uri"] = refused
+    unreachable_key = tmp_path / "unreachable-token-uri.json"
+    unreachable_key.write_text(json.dumps(key))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", connection_uri_env(gcp_connection, unreachable_key, retry_seconds=BUDGET)
+    )
+
+    hook = SlurmApiHook(**CLUSTER, api_version="v0.0.42")
+    hook.retry_initial_wait = 1.0
+    hook.clock = clock = FakeClock()
+    with pytest.raises(ApiConnectionError, match="No answer"):
+        hook.get_live_job(1)
+    assert stopped_at_one_budget(clock.sleeps), clock.sleeps
+
+    async def read_async() -> list[float]:
+        async with SlurmApiAsyncHook(**CLUSTER, api_version="v0.0.42") as async_hook:
+            async_hook.clock = async_clock = AsyncFakeClock()
+            async_hook.retry_initial_wait = 1.0
+            with pytest.raises(ApiConnectionError, match="No answer"):
+                await async_hook.get_live_job(1)
+            return async_clock.sleeps
+
+    sleeps = asyncio.run(read_async())
+    assert stopped_at_one_budget(sleeps), sleeps
+    assert job_gets(gcp_connection) == 0  # no envelope went out without a token
