@@ -152,6 +152,18 @@ def _version_variable(ref: ClusterRef) -> str:
     return version_variable_name(ref.endpoint, ref.project_id, ref.region, ref.cluster_id)
 
 
+def token_failure(gcp_conn_id: str, cluster: ClusterRef, timeout: float, exc: BaseException) -> SlurmApiError:
+    """Why a token could not be had, as both transports say it. No answer from the token endpoint, or an
+    answer google-auth marks ``retryable`` (a 5xx, after its own retries), is transient: retried as
+    "No answer" within the call's budget, and ridden out by a watch. Anything else (a bad key, a refused
+    impersonation) is final and names the connection, never the credential."""
+    from google.auth.exceptions import TransportError
+
+    if isinstance(exc, TransportError) or getattr(exc, "retryable", False) is True:
+        return no_answer(cluster, timeout, exc)
+    return no_token(gcp_conn_id, exc)
+
+
 class SessionTransport:
     """The sync transport: one pooled google-auth session; posts one envelope, refreshes the token.
 
@@ -199,7 +211,7 @@ class SessionTransport:
                 allow_redirects=False,  # the API never redirects: never post the envelope again elsewhere
             )
         except RefreshError as exc:
-            raise no_token(self.gcp_conn_id, exc) from None
+            raise token_failure(self.gcp_conn_id, cluster, self._timeout(), exc) from None
         except (requests.ConnectionError, requests.Timeout, TransportError) as exc:
             raise no_answer(cluster, self._timeout(), exc) from exc
         if response.is_redirect or 300 <= response.status_code < 400:
@@ -213,7 +225,7 @@ class SessionTransport:
         try:
             self.credentials.refresh(Request())
         except Exception as exc:
-            raise no_token(self.gcp_conn_id, exc) from None
+            raise token_failure(self.gcp_conn_id, self._cluster(), self._timeout(), exc) from None
 
 
 class AiohttpTransport:
@@ -235,16 +247,13 @@ class AiohttpTransport:
         _, credentials = await self._prepare()
         async with self._token_lock:
             if force or not credentials.valid:
-                from google.auth.exceptions import TransportError
                 from google.auth.transport.requests import Request
 
                 try:
                     await asyncio.to_thread(credentials.refresh, Request())
-                except TransportError as exc:  # no answer from the token endpoint: transient (as in SessionTransport)
-                    cluster, _ = await self._prepare()
-                    raise no_answer(cluster, self._timeout(), exc) from exc
                 except Exception as exc:
-                    raise no_token(self.gcp_conn_id, exc) from None
+                    cluster, _ = await self._prepare()
+                    raise token_failure(self.gcp_conn_id, cluster, self._timeout(), exc) from None
             return str(credentials.token)
 
     async def _get_session(self) -> aiohttp.ClientSession:
@@ -281,7 +290,32 @@ class AiohttpTransport:
         await self.token(force=True)
 
 
-class SlurmApiHook(GoogleBaseHook):
+# What the hooks held themselves before they held a client: read and set on ``hook.client`` now.
+CLIENT_ATTRIBUTES = frozenset(
+    {"api_version", "clock", "paths", "retry_initial_wait", "retry_seconds", "state_endpoint", "submit_settle_seconds"}
+)
+
+
+class _HoldsClient:
+    """Both hooks: a setting that is the client's, read or set on the hook, is an error naming
+    ``hook.client``, never a silently ignored attribute (a caller of an earlier release tuned the hook)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name in CLIENT_ATTRIBUTES:
+            raise AttributeError(_moved(type(self).__name__, name))
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in CLIENT_ATTRIBUTES:
+            raise AttributeError(_moved(type(self).__name__, name))
+        super().__setattr__(name, value)
+
+
+def _moved(hook: str, name: str) -> str:
+    return f"{hook}.{name} is its client's setting: use hook.client.{name} (the hooks hold a SlurmClient)."
+
+
+class SlurmApiHook(_HoldsClient, GoogleBaseHook):
     """Calls the Slurm Job API of one training cluster.
 
     :param region: the cluster's region, e.g. ``us-central1``.
@@ -507,7 +541,7 @@ class SlurmApiHook(GoogleBaseHook):
         return self._run(self.client.wait_for_termination_plan(job_id, timeout, poll_seconds))
 
 
-class SlurmApiAsyncHook(GoogleBaseAsyncHook):
+class SlurmApiAsyncHook(_HoldsClient, GoogleBaseAsyncHook):
     """The async twin of :class:`SlurmApiHook`, for triggers: it holds the same client core (``client``, the
     same plans), built with an aiohttp transport and the event loop's clock. It reads its connection as the
     sync hook does (:func:`connection_settings`, in a thread, once for many coroutines) through the Google

@@ -98,20 +98,93 @@ def test_a_token_endpoint_that_does_not_answer_is_retried_as_no_answer_in_either
     )
 
     hook = SlurmApiHook(**CLUSTER, api_version="v0.0.42")
-    hook.retry_initial_wait = 1.0
-    hook.clock = clock = FakeClock()
+    hook.client.retry_initial_wait = 1.0
+    hook.client.clock = clock = FakeClock()
     with pytest.raises(ApiConnectionError, match="No answer"):
         hook.get_live_job(1)
     assert stopped_at_one_budget(clock.sleeps), clock.sleeps
 
     async def read_async() -> list[float]:
         async with SlurmApiAsyncHook(**CLUSTER, api_version="v0.0.42") as async_hook:
-            async_hook.clock = async_clock = AsyncFakeClock()
-            async_hook.retry_initial_wait = 1.0
+            async_hook.client.clock = async_clock = AsyncFakeClock()
+            async_hook.client.retry_initial_wait = 1.0
             with pytest.raises(ApiConnectionError, match="No answer"):
                 await async_hook.get_live_job(1)
             return async_clock.sleeps
 
     sleeps = asyncio.run(read_async())
     assert stopped_at_one_budget(sleeps), sleeps
+    assert job_gets(gcp_connection) == 0  # no envelope went out without a token
+
+
+@pytest.fixture
+def token_endpoint_down() -> Any:
+    """A real token endpoint that answers 503 to every request (Google's, during an outage)."""
+    import http.server
+    import threading
+
+    asked: list[str] = []
+
+    class Unavailable(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            asked.append(self.path)
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = json.dumps({"error": "temporarily_unavailable", "error_description": "try again"}).encode()
+            self.send_response(503)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Unavailable)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/token", asked
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_token_endpoint_answering_503_is_an_outage_not_a_bad_key_in_either_hook(
+    gcp_connection: Any,
+    credentials_file: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    token_endpoint_down: Any,
+) -> None:
+    """google-auth gives up on a 503 with a RefreshError it marks retryable: a transient failure (retried,
+    then "No answer"), never the final "check the connection's key" that would end a watch."""
+    url, asked = token_endpoint_down
+    key = json.loads(credentials_file.read_text())
+    key["token_uri"] = url
+    down_key = tmp_path / "token-endpoint-down.json"
+    down_key.write_text(json.dumps(key))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", connection_uri_env(gcp_connection, down_key, retry_seconds=BUDGET)
+    )
+
+    hook = SlurmApiHook(**CLUSTER, api_version="v0.0.42")
+    hook.client.retry_initial_wait = 8.0  # few attempts: google-auth retries each one itself, in real time
+    hook.client.clock = clock = FakeClock()
+    with pytest.raises(ApiConnectionError, match="No answer"):
+        hook.get_live_job(1)
+    assert stopped_at_one_budget(clock.sleeps), clock.sleeps
+    sync_asks = len(asked)
+    assert sync_asks >= 2, asked  # the token was asked again after the first failure
+
+    async def read_async() -> list[float]:
+        async with SlurmApiAsyncHook(**CLUSTER, api_version="v0.0.42") as async_hook:
+            async_hook.client.clock = async_clock = AsyncFakeClock()
+            async_hook.client.retry_initial_wait = 8.0
+            with pytest.raises(ApiConnectionError, match="No answer"):
+                await async_hook.get_live_job(1)
+            return async_clock.sleeps
+
+    sleeps = asyncio.run(read_async())
+    assert stopped_at_one_budget(sleeps), sleeps
+    assert len(asked) > sync_asks
     assert job_gets(gcp_connection) == 0  # no envelope went out without a token

@@ -206,3 +206,18 @@ def test_the_termination_wait_runs_on_the_hooks_clock(gcp_connection: Any) -> No
     done = hook.wait_for_termination(running, 60, poll_seconds=1)
     assert done is not None and done.is_finished and done.state is JobState.CANCELLED
     assert hook.wait_for_termination(999_999, 10, poll_seconds=1) is None
+
+
+def test_a_setting_of_the_client_tuned_on_the_hook_says_where_it_moved(gcp_connection: Any) -> None:
+    """Before the hooks held a client, callers tuned ``hook.retry_seconds`` and the like: such a line must
+    fail naming ``hook.client``, not set an attribute nothing reads."""
+    from airflow_provider_slurmapi.hooks.slurm import CLIENT_ATTRIBUTES, SlurmApiAsyncHook
+
+    for hook in (make_hook(), SlurmApiAsyncHook(**CLUSTER)):
+        for name in sorted(CLIENT_ATTRIBUTES):
+            assert hasattr(hook.client, name), name
+            with pytest.raises(AttributeError, match=rf"use hook\.client\.{name}"):
+                setattr(hook, name, getattr(hook.client, name))
+            with pytest.raises(AttributeError, match=rf"use hook\.client\.{name}"):
+                getattr(hook, name)
+        assert not hasattr(hook, "no_such_thing")
