@@ -81,24 +81,23 @@ def test_a_read_failing_all_along_takes_one_budget_in_either_hook(gcp_connection
     assert stopped_at_one_budget(sleeps), sleeps
 
 
-def test_a_token_endpoint_that_does_not_answer_is_retried_as_no_answer_in_either_hook(
-    gcp_connection: Any, credentials_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def connect_with_token_uri(
+    gcp_connection: Any, credentials_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, token_uri: str
 ) -> None:
-    """A refused token request is a connection failure (retried, then "No answer"), not a bad key: the
-    async hook once made it a final UnauthenticatedError, which ended a trigger on one dropped connection."""
-    with socket.socket() as closed:  # a port nothing listens on: the token request is refused
-        closed.bind(("127.0.0.1", 0))
-        refused = f"http://127.0.0.1:{closed.getsockname()[1]}/token"
+    """The test connection, with a key whose token endpoint is ``token_uri``, and a retry budget of BUDGET."""
     key = json.loads(credentials_file.read_text())
-    key["token_uri"] = refused
-    unreachable_key = tmp_path / "unreachable-token-uri.json"
-    unreachable_key.write_text(json.dumps(key))
+    key["token_uri"] = token_uri
+    changed_key = tmp_path / "changed-token-uri.json"
+    changed_key.write_text(json.dumps(key))
     monkeypatch.setenv(
-        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", connection_uri_env(gcp_connection, unreachable_key, retry_seconds=BUDGET)
+        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", connection_uri_env(gcp_connection, changed_key, retry_seconds=BUDGET)
     )
 
+
+def both_hooks_give_up_as_no_answer_after_one_budget(first_wait: float) -> None:
+    """A read through each hook retries its token for one retry budget (fake clocks), then says "No answer"."""
     hook = SlurmApiHook(**CLUSTER, api_version="v0.0.42")
-    hook.client.retry_initial_wait = 1.0
+    hook.client.retry_initial_wait = first_wait
     hook.client.clock = clock = FakeClock()
     with pytest.raises(ApiConnectionError, match="No answer"):
         hook.get_live_job(1)
@@ -107,13 +106,25 @@ def test_a_token_endpoint_that_does_not_answer_is_retried_as_no_answer_in_either
     async def read_async() -> list[float]:
         async with SlurmApiAsyncHook(**CLUSTER, api_version="v0.0.42") as async_hook:
             async_hook.client.clock = async_clock = AsyncFakeClock()
-            async_hook.client.retry_initial_wait = 1.0
+            async_hook.client.retry_initial_wait = first_wait
             with pytest.raises(ApiConnectionError, match="No answer"):
                 await async_hook.get_live_job(1)
             return async_clock.sleeps
 
     sleeps = asyncio.run(read_async())
     assert stopped_at_one_budget(sleeps), sleeps
+
+
+def test_a_token_endpoint_that_does_not_answer_is_retried_as_no_answer_in_either_hook(
+    gcp_connection: Any, credentials_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refused token request is a connection failure (retried, then "No answer"), not a bad key: the
+    async hook once made it a final UnauthenticatedError, which ended a trigger on one dropped connection."""
+    with socket.socket() as closed:  # a port nothing listens on: the token request is refused
+        closed.bind(("127.0.0.1", 0))
+        refused = f"http://127.0.0.1:{closed.getsockname()[1]}/token"
+    connect_with_token_uri(gcp_connection, credentials_file, tmp_path, monkeypatch, refused)
+    both_hooks_give_up_as_no_answer_after_one_budget(first_wait=1.0)
     assert job_gets(gcp_connection) == 0  # no envelope went out without a token
 
 
@@ -159,32 +170,8 @@ def test_a_token_endpoint_answering_503_is_an_outage_not_a_bad_key_in_either_hoo
     """google-auth gives up on a 503 with a RefreshError it marks retryable: a transient failure (retried,
     then "No answer"), never the final "check the connection's key" that would end a watch."""
     url, asked = token_endpoint_down
-    key = json.loads(credentials_file.read_text())
-    key["token_uri"] = url
-    down_key = tmp_path / "token-endpoint-down.json"
-    down_key.write_text(json.dumps(key))
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", connection_uri_env(gcp_connection, down_key, retry_seconds=BUDGET)
-    )
-
-    hook = SlurmApiHook(**CLUSTER, api_version="v0.0.42")
-    hook.client.retry_initial_wait = 8.0  # few attempts: google-auth retries each one itself, in real time
-    hook.client.clock = clock = FakeClock()
-    with pytest.raises(ApiConnectionError, match="No answer"):
-        hook.get_live_job(1)
-    assert stopped_at_one_budget(clock.sleeps), clock.sleeps
-    sync_asks = len(asked)
-    assert sync_asks >= 2, asked  # the token was asked again after the first failure
-
-    async def read_async() -> list[float]:
-        async with SlurmApiAsyncHook(**CLUSTER, api_version="v0.0.42") as async_hook:
-            async_hook.client.clock = async_clock = AsyncFakeClock()
-            async_hook.client.retry_initial_wait = 8.0
-            with pytest.raises(ApiConnectionError, match="No answer"):
-                await async_hook.get_live_job(1)
-            return async_clock.sleeps
-
-    sleeps = asyncio.run(read_async())
-    assert stopped_at_one_budget(sleeps), sleeps
-    assert len(asked) > sync_asks
+    connect_with_token_uri(gcp_connection, credentials_file, tmp_path, monkeypatch, url)
+    # Few attempts: google-auth retries each one itself, in real time.
+    both_hooks_give_up_as_no_answer_after_one_budget(first_wait=8.0)
+    assert len(asked) >= 4, asked  # each hook asked for its token again after a failure
     assert job_gets(gcp_connection) == 0  # no envelope went out without a token
