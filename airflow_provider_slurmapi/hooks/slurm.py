@@ -483,8 +483,6 @@ class SlurmApiHook(_HoldsClient, GoogleBaseHook):
         cancels it (:mod:`~airflow_provider_slurmapi.slurm.reaper`). It gets this hook's
         current access token on its stdin, never anything else of the connection.
         """
-        import time
-
         from airflow_provider_slurmapi.slurm.reaper import ReapOrder, spawn
 
         credentials = self._transport.credentials
@@ -500,7 +498,7 @@ class SlurmApiHook(_HoldsClient, GoogleBaseHook):
             marker=marker,
             name=name,
             since=since,
-            deadline=time.time() + self.client.submit_settle_seconds,
+            deadline=self.client.clock.wall() + self.client.submit_settle_seconds,
             timeout=self.client.timeout,
             account=self.client.known_account(),
             token=str(credentials.token),
