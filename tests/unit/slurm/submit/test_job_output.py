@@ -119,6 +119,13 @@ def test_sensitive_values_by_name_part_or_by_name_and_redacted_even_when_cut() -
 NO_PYTHON = ("/nonexistent/bin/python3",)  # a node without python3 at any of the paths looked at
 
 
+def _as_a_batch_step_starts() -> None:
+    """The child starts with the default signal dispositions, as a Slurm batch step does, whatever this
+    process inherited (under ``nohup`` SIGHUP is ignored, and an ignored signal stays ignored across exec)."""
+    for number in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(number, signal.SIG_DFL)
+
+
 def _run_wrapped(
     tmp_path: Path,
     script: str,
@@ -129,7 +136,14 @@ def _run_wrapped(
     path = tmp_path / "batch.sh"
     path.write_text(wrap_script(script) if python_paths is None else wrap_script(script, python_paths=python_paths))
     environ = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp_path), **(env or {})}
-    proc = subprocess.run(["/bin/sh", str(path), *args], env=environ, capture_output=True, text=True, cwd=tmp_path)
+    proc = subprocess.run(
+        ["/bin/sh", str(path), *args],
+        env=environ,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        preexec_fn=_as_a_batch_step_starts,
+    )
     return proc.returncode, proc.stderr
 
 
@@ -138,7 +152,9 @@ def _run_plain(tmp_path: Path, script: str, *args: str) -> int:
     path.write_text(script)
     path.chmod(0o700)
     env = {"PATH": os.environ["PATH"]}
-    return subprocess.run([str(path), *args], env=env, capture_output=True, cwd=tmp_path).returncode
+    return subprocess.run(
+        [str(path), *args], env=env, capture_output=True, cwd=tmp_path, preexec_fn=_as_a_batch_step_starts
+    ).returncode
 
 
 @pytest.mark.parametrize("code", [0, 1, 2, 126, 127, 128, 129, 130, 137, 143, 147, 159, 255])
