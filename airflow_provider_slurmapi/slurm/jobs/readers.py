@@ -156,7 +156,6 @@ def read_state_entries(response: SlurmResponse) -> tuple[dict[int, JobStateInfo]
     response.raise_for_errors()
     states: dict[int, JobStateInfo] = {}
     tasks: list[tuple[int, int, JobStateInfo]] = []
-    one_name = _STATE_OF_ONE_NAME
     for item in _job_records(response):
         if type(item) is dict:
             raw_id, raw_state = item.get("job_id"), item.get("state")
@@ -170,12 +169,7 @@ def read_state_entries(response: SlurmResponse) -> tuple[dict[int, JobStateInfo]
                 and (number := int(raw_id)) > 0
             ):
                 if len(raw_state) == 1 and type(name := raw_state[0]) is str:
-                    state = one_name.get(name)
-                    if state is None:
-                        state = state_of_name(name)
-                        if len(one_name) < _MAX_REMEMBERED_NAMES:
-                            one_name[name] = state
-                    states[number] = state
+                    states[number] = state_of_name(name)  # remembered: a handful of states, shared
                     continue
                 if all(type(name) is str for name in raw_state):
                     states[number] = state_of_names(tuple(raw_state))
@@ -200,11 +194,6 @@ def read_state_entries(response: SlurmResponse) -> tuple[dict[int, JobStateInfo]
             continue
         states[job_id] = parse_job_state(raw_state)
     return states, tasks
-
-
-# The state of each single state name seen (a handful on a cluster): a dict lookup a record, bounded.
-_STATE_OF_ONE_NAME: dict[str, JobStateInfo] = {}
-_MAX_REMEMBERED_NAMES = 256
 
 
 def _is_task_entry(raw: Any) -> bool:
