@@ -244,7 +244,7 @@ class AiohttpTransport:
         self._token_lock = asyncio.Lock()
 
     async def token(self, *, force: bool = False) -> str:
-        _, credentials = await self._prepare()
+        cluster, credentials = await self._prepare()
         async with self._token_lock:
             if force or not credentials.valid:
                 from google.auth.transport.requests import Request
@@ -252,7 +252,6 @@ class AiohttpTransport:
                 try:
                     await asyncio.to_thread(credentials.refresh, Request())
                 except Exception as exc:
-                    cluster, _ = await self._prepare()
                     raise token_failure(self.gcp_conn_id, cluster, self._timeout(), exc) from None
             return str(credentials.token)
 
