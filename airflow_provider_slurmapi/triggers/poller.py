@@ -364,15 +364,13 @@ class ClusterPoller:
         if self._pending_floor is not None and now - self._pending_floor < PENDING_REREAD_SECONDS:
             # None is due: only the pending jobs seen for the first time are noted (from now on).
             for job_id in live.keys() - read_at.keys():
-                state = live[job_id]
-                if type(state) is JobStateInfo and state.state is JobState.PENDING and job_id not in fetched:
+                if _pending(live[job_id]) and job_id not in fetched:
                     read_at[job_id] = now
             return {}
         wanted = [
             job_id
             for job_id, state in live.items()
-            if isinstance(state, JobStateInfo)
-            and state.state is JobState.PENDING
+            if _pending(state)
             and job_id not in fetched
             and now - read_at.setdefault(job_id, now) >= PENDING_REREAD_SECONDS
             and any(sub.pending for sub in self._subscriptions.get(job_id, ()))
@@ -439,6 +437,11 @@ class ClusterPoller:
 
         results = await asyncio.gather(*(one(j) for j in job_ids))
         return dict(zip(job_ids, results, strict=True))
+
+
+def _pending(state: JobStateInfo | SlurmJob) -> bool:
+    """A ``jobs/state`` entry of a pending job (a full record from the ``jobs/`` fallback is read already)."""
+    return isinstance(state, JobStateInfo) and state.state is JobState.PENDING
 
 
 # One registry per event loop: pollers, their sessions and locks belong to the loop that made them.
