@@ -33,17 +33,24 @@ def phases(monkeypatch: pytest.MonkeyPatch, gcp_connection: Any) -> dict[str, in
     return marks
 
 
-def deferred_run(dag: Any, gcp_connection: Any, phases: dict[str, int]) -> tuple[list[str], list[str], str]:
-    """Run ``dag`` (one deferrable task): the kinds of calls of its start and of its resume, and the last path."""
+def calls_of_a_deferred_run(dag: Any, gcp_connection: Any, phases: dict[str, int]) -> list[dict[str, Any]]:
+    """Run ``dag`` (one deferrable task) to success: every call of the run, in order (``phases`` marks
+    where its trigger started and fired)."""
     phases.clear()
     gcp_connection.reset_calls()
     state, tasks = run_dag(dag)
     assert state == "success", tasks
     calls = gcp_connection.calls()
-    kinds = [call["kind"] for call in calls["last"]]
-    assert calls["total"] == len(kinds), kinds  # the log holds every call of the run
-    assert {"deferred", "fired"} <= phases.keys(), (phases, kinds)  # the wait did go through the trigger
-    return kinds[: phases["deferred"]], kinds[phases["fired"] :], str(calls["last"][-1]["path"])
+    assert calls["total"] == len(calls["last"]), calls["last"]  # the log holds every call of the run
+    assert {"deferred", "fired"} <= phases.keys(), (phases, calls["last"])  # the wait did go through the trigger
+    return list(calls["last"])
+
+
+def deferred_run(dag: Any, gcp_connection: Any, phases: dict[str, int]) -> tuple[list[str], list[str], str]:
+    """Run ``dag`` (one deferrable task): the kinds of calls of its start and of its resume, and the last path."""
+    calls = calls_of_a_deferred_run(dag, gcp_connection, phases)
+    kinds = [call["kind"] for call in calls]
+    return kinds[: phases["deferred"]], kinds[phases["fired"] :], str(calls[-1]["path"])
 
 
 def test_a_deferrable_start_costs_the_submit_and_its_resume_the_accounting_read(
@@ -83,12 +90,8 @@ def test_with_auto_the_trigger_speaks_the_version_its_task_spoke(
     """``api_version="auto"`` (the default): the task negotiates (or finds the deployment's kept version);
     its trigger is handed that version and polls with it at once, with no ping of its own."""
     monkeypatch.setenv("SLURMAPI_API_VERSION", "auto")
-    phases.clear()
-    gcp_connection.reset_calls()
-    state, tasks = run_dag(load_dag("slurm_scenarios.py", "completes"))
-    assert state == "success", tasks
-    paths = [str(call["path"]) for call in gcp_connection.calls()["last"]]
-    assert {"deferred", "fired"} <= phases.keys(), (phases, paths)
+    calls = calls_of_a_deferred_run(load_dag("slurm_scenarios.py", "completes"), gcp_connection, phases)
+    paths = [str(call["path"]) for call in calls]
     trigger_paths = paths[phases["deferred"] : phases["fired"]]
     assert trigger_paths, paths  # the trigger did poll
     assert not [p for p in trigger_paths if p.endswith("/ping")], trigger_paths
