@@ -20,10 +20,13 @@ Where the key comes from, in this order:
      Creation is an INSERT that the database's unique key on the variable's name settles: of two workers
      racing, one inserts and both read its value back.
    - Airflow 3.x: workers have no database; read through the secrets backends, the execution API asked
-     directly, and created with the Task SDK's ``Variable.set`` (an upsert), then read back, and the value
-     read back is the one used: only two first-ever uses within the same few milliseconds can still
-     tag with different keys (then a retry of the loser cannot find its job by tag; on 3.3+ it still
-     finds it by the job id kept in the task state store).
+     directly, and created with the Task SDK's ``Variable.set``. That is an upsert, with no create-if-absent:
+     every task that read "absent" before the first write lands writes a key of its own, and the last
+     write wins. A key used before that last write would tag a job with a key the deployment no longer
+     holds. So a created key carries the time it was made (``<unix seconds>.<random>``), and a key younger
+     than :data:`SETTLE_SECONDS` is not used until it has stood unchanged that long (read again; a
+     newer key starts the wait again). Every write of the race comes from a read made before the first
+     write landed, so the race is over once the settle outlasts a write's way to the database.
 
    The key is created ONLY when every store answered "absent". Airflow's own ``Variable.get`` turns any
    read error into "absent" (a secrets backend that raises is logged and skipped; on 3.x every execution
@@ -38,6 +41,8 @@ place is refused the same way. A process keeps the key once it has read it from 
 from __future__ import annotations
 
 import logging
+import math
+import re
 import secrets
 import threading
 import time
@@ -62,13 +67,23 @@ _cached: bytes | None = None
 MIN_KEY_LENGTH = 32
 """The shortest key accepted, in characters. 32 characters hold 128 random bits when written in hex (and
 192 in ``secrets.token_urlsafe``'s alphabet): below that an offline guess of the key from public tags
-gets within reach. The key this module creates is 43 characters (256 bits)."""
+gets within reach. The key this module creates is 54 characters: the time it was made and 43 random ones (256 bits)."""
 
 READ_ATTEMPTS = 4
 """Reads of a Variable store that fails before the try fails: after 0.5, 1 and 2 s (3.5 s in all), so a
 restart of the API server or a dropped connection is waited out, and a store that stays down fails the
 try quickly with the fix (the task's retries then try again)."""
 READ_BACKOFF_SECONDS = 0.5
+
+SETTLE_SECONDS = 20.0
+"""Airflow 3: how long a created key must stand unchanged before a task uses it. The racing writes all
+follow reads made before the first write landed; each reaches the database within one execution API
+round trip (seconds under load), so they are over well before this. Only the tasks of the first-use wave
+wait (up to this long, once); a key made longer ago, or one the deployment set, is used at once."""
+SETTLE_ROUNDS = 5
+"""Airflow 3: keys seen to replace one another before the try fails (its retry reads again)."""
+
+_STAMPED = re.compile(r"(?P<made>[0-9]{10})\.[A-Za-z0-9_-]{43}")
 
 _GENERATE = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
@@ -134,6 +149,7 @@ def _shared_key() -> str:
     value = _read_with_retries(read)
     if value is None:
         log.info("Creating the Airflow Variable %s: the random key of this deployment's Slurm task tags.", VARIABLE_KEY)
+        started = time.monotonic()
         try:
             create(_new_key())
         except Exception as exc:
@@ -141,12 +157,62 @@ def _shared_key() -> str:
                 f"The Slurm task tags need a secret key; {source} does not exist and could not be created "
                 f"({type(exc).__name__}: {exc}). {_FIX}"
             ) from exc
+        took = time.monotonic() - started
+        if AIRFLOW_V_3_0_PLUS and took > SETTLE_SECONDS / 2:
+            log.warning(
+                "Writing the Airflow Variable %s took %.1f s: so late a write may replace a key that other tasks "
+                "already tag jobs with. Set [slurmapi] tag_secret to rule this out.",
+                VARIABLE_KEY,
+                took,
+            )
         value = _read_with_retries(read)  # what the store holds: another worker may have written first
         if value is None:
             raise TagKeyUnreadableError(
                 f"The Slurm task tags need a secret key; {source} was created but reads back as absent. {_FIX}"
             )
+    if AIRFLOW_V_3_0_PLUS:
+        value = _settled(value, read)
     return _checked(value, source)
+
+
+def _settled(value: str, read: Callable[[], str | None]) -> str:
+    """``value``, once it has stood unchanged :data:`SETTLE_SECONDS` since it was made (Airflow 3's upsert:
+    a task that read "absent" before ``value`` was written may still be writing its own)."""
+    for _ in range(SETTLE_ROUNDS):
+        made = _made_at(value)
+        if made is None:
+            return value  # set by the deployment (or made before keys carried their time): nothing races it
+        wait = min(made, time.time()) + SETTLE_SECONDS - time.time()
+        if wait <= 0:
+            return value
+        log.info(
+            "The Airflow Variable %s was created %.1f s ago; waiting %.1f s for other first uses to finish writing.",
+            VARIABLE_KEY,
+            SETTLE_SECONDS - wait,
+            wait,
+        )
+        time.sleep(wait)
+        now = _read_with_retries(read)
+        if now == value:
+            return value
+        if now is None:
+            raise TagKeyUnreadableError(
+                f"The Airflow Variable {VARIABLE_KEY!r}, which keeps the key of the Slurm task tags, was deleted "
+                f"while its first uses settled; no job was tagged with it. {_FIX}"
+            )
+        log.info("Another task wrote the Airflow Variable %s meanwhile: using its key.", VARIABLE_KEY)
+        value = now
+    raise TagKeyUnreadableError(
+        f"The Airflow Variable {VARIABLE_KEY!r}, which keeps the key of the Slurm task tags, was replaced "
+        f"{SETTLE_ROUNDS} times while this task waited for it to settle; no job was tagged. Retry the task; "
+        f"if something keeps rewriting the Variable, stop it, or {_FIX[0].lower()}{_FIX[1:]}"
+    )
+
+
+def _made_at(value: str) -> float | None:
+    """When a key this module created was made (its prefix); ``None`` for any other value."""
+    match = _STAMPED.fullmatch(value.strip())
+    return float(match["made"]) if match else None
 
 
 def _read_with_retries(read: Callable[[], str | None]) -> str | None:
@@ -195,7 +261,9 @@ def _from_backends(
 
 
 def _new_key() -> str:
-    return secrets.token_urlsafe(32)
+    """``<unix seconds>.<256 random bits>``: the time lets a task tell a key still being settled (Airflow 3).
+    Rounded up, so that no wait is cut short by the fraction of a second."""
+    return f"{math.ceil(time.time()):010d}.{secrets.token_urlsafe(32)}"
 
 
 def _read_v3() -> str | None:

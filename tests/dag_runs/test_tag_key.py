@@ -6,9 +6,11 @@ A real DAG run (``dag.test()``) against the emulator: the task reads the key the
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
-from collections.abc import Iterator
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -47,6 +49,7 @@ def _tag_of_run(gcp_connection: Any) -> tuple[str, str]:
 @pytest.fixture
 def no_configured_key(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.delenv("AIRFLOW__SLURMAPI__TAG_SECRET", raising=False)
+    monkeypatch.setattr(tag_secret, "SETTLE_SECONDS", 1.0)  # Airflow 3: a new key's wait, short for one process
     tag_secret.forget_cached_key()
     yield
     tag_secret.forget_cached_key()
@@ -235,42 +238,64 @@ def test_a_blank_or_short_tag_secret_option_is_refused_with_its_name(
         tag_secret.tag_key()
 
 
+Middleware = Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
+
+
+@contextlib.contextmanager
+def _execution_api_with(on_key: Middleware) -> Iterator[None]:
+    """``dag.test()``'s in-process execution API, built again with ``on_key`` in front of the key's
+    Variable route (every other request passes untouched)."""
+    from airflow.api_fastapi.execution_api import app as execution_app
+    from airflow.sdk.execution_time.supervisor import in_process_api_server
+
+    create = execution_app.create_task_execution_api_app
+
+    def create_with(*args: Any, **kwargs: Any) -> Any:
+        api = create(*args, **kwargs)
+
+        @api.middleware("http")
+        async def key_route(request: Any, call_next: Any) -> Any:
+            if request.url.path.endswith(f"/variables/{tag_secret.VARIABLE_KEY}"):
+                return await on_key(request, call_next)
+            return await call_next(request)
+
+        return api
+
+    rebuild = getattr(in_process_api_server, "cache_clear", lambda: None)  # 3.3 keeps one; 3.1 one per task
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(execution_app, "create_task_execution_api_app", create_with)
+        rebuild()
+        yield
+    rebuild()
+
+
+def _airflow_3_only() -> None:
+    from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
+
+    if not AIRFLOW_V_3_0_PLUS:
+        pytest.skip("Airflow 2.x workers read Variables from the database, not through an execution API")
+
+
 @pytest.fixture
 def flaky_execution_api(monkeypatch: pytest.MonkeyPatch, no_configured_key: None) -> Iterator[dict[str, int]]:
     """``dag.test()``'s in-process execution API answers the key's Variable route with an error while
     ``left["failures"]`` lasts: 429, which the Task SDK's client does not retry itself (it retries 5xx
     for 31 s), so the task sees what a worker sees once the client's own retries are spent."""
-    from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
-
-    if not AIRFLOW_V_3_0_PLUS:
-        pytest.skip("Airflow 2.x workers read Variables from the database, not through an execution API")
-    from airflow.api_fastapi.execution_api import app as execution_app
-    from airflow.sdk.execution_time.supervisor import in_process_api_server
+    _airflow_3_only()
     from fastapi.responses import JSONResponse
 
     left = {"failures": 0, "refused": 0}
-    create = execution_app.create_task_execution_api_app
 
-    def create_flaky(*args: Any, **kwargs: Any) -> Any:
-        api = create(*args, **kwargs)
+    async def flaky(request: Any, call_next: Any) -> Any:
+        if left["failures"] > 0:
+            left["failures"] -= 1
+            left["refused"] += 1
+            return JSONResponse({"detail": "a test's transient fault"}, status_code=429)
+        return await call_next(request)
 
-        @api.middleware("http")
-        async def flaky(request: Any, call_next: Any) -> Any:
-            if request.url.path.endswith(f"/variables/{tag_secret.VARIABLE_KEY}") and left["failures"] > 0:
-                left["failures"] -= 1
-                left["refused"] += 1
-                return JSONResponse({"detail": "a test's transient fault"}, status_code=429)
-            return await call_next(request)
-
-        return api
-
-    monkeypatch.setattr(execution_app, "create_task_execution_api_app", create_flaky)
-    rebuild = getattr(in_process_api_server, "cache_clear", lambda: None)  # 3.3 keeps one; 3.1 one per task
-    rebuild()  # dag.test()'s in-process API server, built again with the fault
     monkeypatch.setattr(tag_secret, "READ_BACKOFF_SECONDS", 0.1)
-    yield left
-    monkeypatch.undo()
-    rebuild()
+    with _execution_api_with(flaky):
+        yield left
 
 
 def test_an_execution_api_error_reading_the_key_is_retried_and_the_key_kept(
@@ -307,3 +332,88 @@ def test_an_execution_api_that_keeps_failing_fails_the_try_and_keeps_the_key(
     assert gcp_connection.jobs() == []
     assert flaky_execution_api["refused"] == tag_secret.READ_ATTEMPTS
     assert "could not be read (4 attempts)" in out and "execution API" in out, out[-3000:]
+
+
+@pytest.mark.parametrize("first_use", ["creates", "finds a new key"])
+def test_a_new_key_another_first_use_replaces_while_it_settles_is_not_the_one_used(
+    airflow_db: Any,
+    gcp_connection: Any,
+    no_configured_key: None,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    first_use: str,
+) -> None:
+    """Airflow 3's ``Variable.set`` is an upsert: a task that read "absent" before this one's key was written
+    may write its own later, and that last write is the deployment's key. Here it lands while this task
+    waits for its key to settle (the execution API writes it to the database just before answering the
+    read that ends the wait): the job must carry the tag of the key that replaced it."""
+    _airflow_3_only()
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
+    _delete_variable()
+    # The read that ends the wait: after "absent", the write and the read back; or after the first read.
+    settle_read = 3 if first_use == "creates" else 2
+    late = tag_secret._new_key()
+    reads = 0
+
+    async def racing_writer(request: Any, call_next: Any) -> Any:
+        nonlocal reads
+        if request.method == "GET":
+            reads += 1
+            if reads == 1 and first_use == "finds a new key":
+                _set_variable(tag_secret._new_key())  # another task created it a moment ago
+            if reads == settle_read:
+                _set_variable(late)
+        return await call_next(request)
+
+    caplog.set_level("INFO", logger=tag_secret.__name__)
+    with _execution_api_with(racing_writer):
+        state, _ = run_dag(load_dag("slurm_scenarios.py", "completes"))
+    assert state == "success"
+    assert reads >= settle_read, "the task used its key without waiting for it to settle"
+    assert _read_variable() == late
+    tag, run_id = _tag_of_run(gcp_connection)
+    assert tag == task_tag("slurm_scenario_completes", "job", run_id, key=late.encode())
+    assert "Another task wrote the Airflow Variable" in caplog.text
+
+
+def test_a_key_made_long_ago_or_set_by_the_deployment_is_used_without_waiting(
+    airflow_db: Any, gcp_connection: Any, no_configured_key: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the first-use wave waits: a stamped key older than the settle, or any other value, is one read."""
+    _airflow_3_only()
+    monkeypatch.setattr(tag_secret, "SETTLE_SECONDS", 5.0)  # a wrong wait shows as a second read
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
+    reads = 0
+
+    async def counting(request: Any, call_next: Any) -> Any:
+        nonlocal reads
+        reads += request.method == "GET"
+        return await call_next(request)
+
+    old = f"{int(time.time()) - 7200:010d}." + tag_secret._new_key().split(".", 1)[1]
+    for kept in (old, "the-deployment-s-own-key-set-by-hand-" + "k" * 10):
+        tag_secret.forget_cached_key()
+        _set_variable(kept)
+        reads = 0
+        with _execution_api_with(counting):
+            state, _ = run_dag(load_dag("slurm_scenarios.py", "completes"))
+        assert state == "success"
+        assert reads == 1, f"{kept[:12]}...: {reads} reads"
+    _delete_variable()
+
+
+@pytest.mark.parametrize(
+    ("answers", "error"),
+    [([None], "was deleted while its first uses settled"), (["new"] * 10, "was replaced 5 times")],
+    ids=["deleted", "keeps-changing"],
+)
+def test_a_key_that_vanishes_or_never_settles_fails_the_try_and_tags_nothing(
+    monkeypatch: pytest.MonkeyPatch, answers: list[str | None], error: str
+) -> None:
+    """The store itself is a function here: what matters is what the wait does with each answer it reads."""
+    monkeypatch.setattr(tag_secret, "SETTLE_SECONDS", 0.05)
+    replies = iter(a if a is None else tag_secret._new_key() for a in answers)
+    with pytest.raises(tag_secret.TagKeyUnreadableError, match=error) as failed:
+        tag_secret._settled(tag_secret._new_key(), lambda: next(replies))
+    assert failed.value.permanent is False  # the task's retry reads again
+    assert "AIRFLOW__SLURMAPI__TAG_SECRET" in str(failed.value)
