@@ -141,7 +141,30 @@ def airflow_db() -> Path:
     )
     if result.returncode != 0:
         pytest.fail(f"airflow db migrate failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    seed_tag_key()
     return _AIRFLOW_HOME
+
+
+def settled_tag_key() -> str:
+    """A tag key as the provider makes one, made an hour ago: a deployment's steady state, in which a task
+    reads the key once and never waits for it to settle. The first-use wave (a key made moments ago, waited
+    on) is judged by ``tests/dag_runs/test_tag_key.py`` and the 3.3 deployment's scale scenario."""
+    import secrets
+    import time
+
+    return f"{int(time.time()) - 3600:010d}.{secrets.token_urlsafe(32)}"
+
+
+def seed_tag_key() -> None:
+    """Give the test deployment's database a :func:`settled_tag_key` in the Variable the provider reads."""
+    from airflow.models.variable import Variable
+    from airflow.utils.session import create_session
+
+    from airflow_provider_slurmapi.tag_secret import VARIABLE_KEY
+
+    with create_session() as session:
+        session.query(Variable).filter(Variable.key == VARIABLE_KEY).delete()
+        session.add(Variable(key=VARIABLE_KEY, val=settled_tag_key()))
 
 
 @pytest.fixture(scope="session")

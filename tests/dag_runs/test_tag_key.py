@@ -17,7 +17,7 @@ import pytest
 
 from airflow_provider_slurmapi import tag_secret
 from airflow_provider_slurmapi.slurm.submit.tag import TAG_PREFIX, task_tag
-from tests.conftest import load_dag, run_dag
+from tests.conftest import load_dag, run_dag, seed_tag_key
 
 
 def _read_variable() -> str | None:
@@ -47,12 +47,14 @@ def _tag_of_run(gcp_connection: Any) -> tuple[str, str]:
 
 
 @pytest.fixture
-def no_configured_key(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def no_configured_key(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[None]:
     monkeypatch.delenv("AIRFLOW__SLURMAPI__TAG_SECRET", raising=False)
     monkeypatch.setattr(tag_secret, "SETTLE_SECONDS", 1.0)  # Airflow 3: a new key's wait, short for one process
     tag_secret.forget_cached_key()
     yield
     tag_secret.forget_cached_key()
+    if "airflow_db" in request.fixturenames:
+        seed_tag_key()  # the next tests of this process find a key made long ago, as before this one
 
 
 def test_the_tag_key_is_a_random_key_the_deployment_keeps_not_airflows_secret_key(

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import PROJECT, REGION, connection_uri_env
+from airflow_provider_slurmapi.tag_secret import VARIABLE_KEY
+from tests.conftest import PROJECT, REGION, connection_uri_env, settled_tag_key
 from tests.deployment.harness import Deployment, DeploymentError, running_deployment
 from tests.live_slurm.lab import LAB_SCRIPT, Lab, LabUnavailable, find_or_start_lab
 
@@ -144,6 +145,9 @@ def deployment(
     FIGURES.append(f"executor: {executor}")
     try:
         with running_deployment(Path(sys.executable), root, env, major, executor) as deployment:
+            # Its key made long ago (tasks never wait for it to settle); the scale scenario deletes it first.
+            seeded = deployment.airflow("variables", "set", VARIABLE_KEY, settled_tag_key())
+            assert seeded.returncode == 0, seeded.stderr[-2000:]
             yield deployment
     except DeploymentError as exc:
         pytest.fail(f"The Airflow deployment did not start: {exc}", pytrace=False)
