@@ -262,6 +262,8 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         self._submitted_at: float | None = None
         self._submitting = False  # a submit is on its way: a kill now must wait for the job's id
         self._killed_while_submitting = False
+        # Killed before the task had a job (Airflow 3 runs on after on_kill until its SIGKILL): send none.
+        self._killed_before_job = False
         # The submit on its way and its send marker: what a kill's reaper looks for (on_kill).
         self._in_flight: tuple[PreparedSubmission, str] | None = None
         if report_output is None:
@@ -394,6 +396,8 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         job_id = int(external_id)
         self._polled = True
         self.job_id = job_id
+        if self._killed_before_job:  # killed while it looked for an earlier try's job, which it found
+            self._cancel_on_late_kill(job_id, f"before it reattached to Slurm job {job_id}")
         self.push_xcom(context, JOB_ID_XCOM_KEY, job_id)
         if self.wait_for_completion:
             self._wait(context, job_id, adopted=self._adopted)
@@ -451,9 +455,15 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
     def _submit(self, context: Context, prepared: PreparedSubmission) -> int:
         """Submit a new job for this task instance and remember its id where a retry looks first."""
         self._submitted_at = self.hook.client.clock.wall()  # its first pending spell begins (pending_timeout)
-        self._submitting = True
         marker = send_marker()
-        self._in_flight = (prepared, marker)
+        self._in_flight = (prepared, marker)  # before _submitting: a kill from here on may start the reaper
+        self._submitting = True
+        if self._killed_before_job:  # after _submitting: a kill in between is the reaper's case, not lost
+            self._submitting = False
+            raise AirflowException(
+                "The task was killed before it sent its Slurm job; nothing was submitted (it was killed while it "
+                "prepared the job, e.g. while it waited for the tag key)."
+            )
         try:
             with _sigterm_waits_for_the_answer(self.on_kill):
                 result = self.hook.submit_prepared(prepared, send_marker=marker)
@@ -629,6 +639,9 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         if not self.cancel_on_kill or self._job_over:
             return
         if self.job_id is None:
+            if not self._submitting and not self._killed_before_job:
+                self._killed_before_job = True
+                self.log.info("Task killed before it had a Slurm job: it sends none, and cancels one it finds.")
             if self._submitting and not self._killed_while_submitting:
                 # The task runs on until the answer (Airflow 3 calls on_kill and raises nothing; on Airflow 2
                 # _sigterm_waits_for_the_answer holds the raise back) and _submit cancels the job it names;
@@ -658,17 +671,15 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         else:
             self.log.info("Process %s cancels the job carrying %s should this task die first.", pid, marker)
 
-    def _cancel_on_late_kill(self, job_id: int) -> NoReturn:
-        """The task was killed while ``job_id`` was being submitted: cancel it and end the task."""
+    def _cancel_on_late_kill(self, job_id: int, when: str | None = None) -> NoReturn:
+        """The task was killed before it knew ``job_id`` (``when``: while it was being submitted, by default):
+        cancel it and end the task."""
+        when = when or f"while Slurm job {job_id} was being submitted"
         try:
             outcome = self.hook.cancel_job(job_id)
         except SlurmApiError as exc:
-            raise AirflowException(
-                f"The task was killed while Slurm job {job_id} was being submitted, and cancelling it failed: {exc}"
-            ) from exc
-        raise AirflowException(
-            f"The task was killed while Slurm job {job_id} was being submitted; its cancel answered {outcome.value}."
-        )
+            raise AirflowException(f"The task was killed {when}, and cancelling it failed: {exc}") from exc
+        raise AirflowException(f"The task was killed {when}; its cancel answered {outcome.value}.")
 
 
 @contextlib.contextmanager

@@ -19,11 +19,12 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import DAGS_FOLDER, REPO, load_dag, run_dag
+from tests.conftest import DAGS_FOLDER, REPO, load_dag, run_dag, seed_tag_key
 from tests.waiting import wait_until
 
 
-def _worker(logical_date: datetime) -> subprocess.Popen[str]:
+def _worker(logical_date: datetime, log: Path | None = None) -> subprocess.Popen[str]:
+    """``dag.test()`` of the ``long`` scenario in a process of its own; its output piped, or in ``log``."""
     code = (
         "import runpy, sys, datetime\n"
         f"ns = runpy.run_path({str(DAGS_FOLDER / 'slurm_scenarios.py')!r})\n"
@@ -39,7 +40,7 @@ def _worker(logical_date: datetime) -> subprocess.Popen[str]:
         [sys.executable, "-c", code],
         env=dict(os.environ, SLURMAPI_DEFERRABLE="false"),
         cwd=REPO,
-        stdout=subprocess.PIPE,
+        stdout=subprocess.PIPE if log is None else log.open("w"),
         stderr=subprocess.STDOUT,
         text=True,
     )
@@ -133,3 +134,32 @@ def test_an_execution_timeout_during_the_submit_cancels_the_job(
     jobs = [j for j in gcp_connection.jobs() if j["name"] == "scenario-long"]
     assert len(jobs) == 1, f"the timeout came before the submit was sent: nothing tested ({jobs})"
     gcp_connection.wait_for_state(jobs[0]["job_id"], ["CANCELLED"], timeout=60)
+
+
+def test_sigterm_before_the_submit_sends_no_job(airflow_db: Any, gcp_connection: Any, tmp_path: Path) -> None:
+    """Airflow 3 runs a task on after its on_kill until the SIGKILL (5 s later in a deployment): a task
+    killed while it waited for a tag key to settle went on to submit a job that no one cancelled. Now it
+    sends none. (Airflow 2 raises in the task on SIGTERM, and never waits for the key.)"""
+    from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
+    from airflow_provider_slurmapi.tag_secret import VARIABLE_KEY, _new_key
+
+    if not AIRFLOW_V_3_0_PLUS:
+        pytest.skip("Airflow 2 raises inside the task on SIGTERM, and its tag key is never waited for")
+    from airflow.models.variable import Variable
+
+    made_now = _new_key()  # another task's first use, a moment ago: this one waits up to 20 s for it to settle
+    Variable.set(VARIABLE_KEY, made_now)
+    log = tmp_path / "worker.log"
+    try:
+        worker = _worker(datetime(2026, 3, 8, tzinfo=UTC), log=log)
+        wait_until(lambda: "for other first uses to finish writing" in log.read_text(), "the key wait", timeout=120)
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=120)  # the wait ends, and the task with it
+    finally:
+        seed_tag_key()
+    output = log.read_text()
+    sent = [j["job_id"] for j in gcp_connection.jobs() if j["name"] == "scenario-long"]
+    assert sent == [], f"a job was submitted after the kill: {sent}\n{output[-3000:]}"
+    assert worker.returncode != 0, output[-3000:]
+    assert "Task killed before it had a Slurm job" in output, output[-3000:]
+    assert "killed before it sent its Slurm job" in output and "nothing was submitted" in output, output[-3000:]

@@ -287,3 +287,28 @@ def test_a_completed_job_of_another_user_carrying_a_copy_of_the_tag_is_not_taken
     ti = TaskInstance(try_number=2)
     assert operator(slurm, wait_for_completion=False).execute(task_context(ti)) == NEW
     assert len(slurm.submits()) == 1
+
+
+def test_a_try_killed_before_it_has_a_job_sends_none() -> None:
+    """Airflow 3 runs a task on after on_kill (until its SIGKILL): a kill before the submit is not a
+    submit whose job someone must then cancel; no job is sent at all."""
+    slurm = RecordedSlurm()
+    slurm.accepts_submit(NEW)
+    op = operator(slurm, wait_for_completion=False)
+    op.on_kill()  # as Airflow's SIGTERM handler calls it, here before the task reached its submit
+    with pytest.raises(AirflowException, match="killed before it sent its Slurm job; nothing was submitted"):
+        op.execute(task_context(TaskInstance(try_number=1), StateStore()))
+    assert slurm.calls == []
+
+
+def test_a_retry_killed_while_it_looked_cancels_the_earlier_job_it_then_found() -> None:
+    """Killed during the lookup, the retry finds the earlier try's running job: killing the task cancels
+    its job, so that job is cancelled rather than waited on (a SIGKILL would have left it running)."""
+    slurm = RecordedSlurm()
+    slurm.job(EARLIER, LIVE_RUNNING)
+    slurm.answer("DELETE", f"/slurm/{API_VERSION}/job/{EARLIER}", "19_cancel_running_B")
+    op = operator(slurm, wait_for_completion=False)
+    op.on_kill()
+    with pytest.raises(AirflowException, match=f"killed before it reattached to Slurm job {EARLIER}; its cancel"):
+        op.execute(task_context(*second_try()))
+    assert slurm.submits() == [] and slurm.cancels() == [f"/slurm/{API_VERSION}/job/{EARLIER}"]
