@@ -97,18 +97,25 @@ def _reaper_started_by(ancestor: int) -> bool:
     return False
 
 
-def test_sigkill_before_the_answer_leaves_the_cancel_to_the_reaper(airflow_db: Any, gcp_connection: Any) -> None:
+def test_sigkill_before_the_answer_leaves_the_cancel_to_the_reaper(
+    airflow_db: Any, gcp_connection: Any, tmp_path: Path
+) -> None:
     """Answered 30 s late; SIGKILL once on_kill has started the reaper (before the answer): the task never
     learns the job's id, and the reaper process, which outlives it, finds the job by its send marker and
     cancels it."""
     gcp_connection.add_fault("slow=30@submit")
-    worker = _worker(datetime(2026, 3, 6, tzinfo=UTC))
+    log = tmp_path / "worker.log"
+    worker = _worker(datetime(2026, 3, 6, tzinfo=UTC), log=log)
     job = _made_job(gcp_connection, worker)
     worker.send_signal(signal.SIGTERM)
-    # on_kill runs in the signal handler and starts the reaper: SIGKILL once it has.
+    # on_kill runs in the signal handler and starts the reaper: SIGKILL once it has handed the reaper its
+    # order (logged after the order is written), as Airflow's SIGKILL comes 5 s after the SIGTERM. The
+    # reaper's process alone is not enough: killed before the order is written, it has nothing to do.
     wait_until(lambda: _reaper_started_by(worker.pid), "on_kill started the reaper", timeout=20)
+    wait_until(lambda: "cancels the job carrying slurmapi-send=" in log.read_text(), "the order handed", timeout=20)
     worker.kill()
-    output, _ = worker.communicate(timeout=30)
+    worker.wait(timeout=30)
+    output = log.read_text()
     assert "Task killed while its Slurm job was being submitted" in output, output[-3000:]
     assert "cancels the job carrying slurmapi-send=" in output, output[-3000:]
     gcp_connection.wait_for_state(job["job_id"], ["CANCELLED"], timeout=60)
