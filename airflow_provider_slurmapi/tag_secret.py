@@ -260,10 +260,10 @@ def _from_backends(
     return None
 
 
-def _new_key() -> str:
-    """``<unix seconds>.<256 random bits>``: the time lets a task tell a key still being settled (Airflow 3).
-    Rounded up, so that no wait is cut short by the fraction of a second."""
-    return f"{math.ceil(time.time()):010d}.{secrets.token_urlsafe(32)}"
+def _new_key(made: float | None = None) -> str:
+    """``<unix seconds>.<256 random bits>``: the time (``made``, default now) lets a task tell a key still
+    being settled (Airflow 3). Rounded up, so that no wait is cut short by the fraction of a second."""
+    return f"{math.ceil(time.time() if made is None else made):010d}.{secrets.token_urlsafe(32)}"
 
 
 def _read_v3() -> str | None:

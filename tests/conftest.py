@@ -149,10 +149,11 @@ def settled_tag_key() -> str:
     """A tag key as the provider makes one, made an hour ago: a deployment's steady state, in which a task
     reads the key once and never waits for it to settle. The first-use wave (a key made moments ago, waited
     on) is judged by ``tests/dag_runs/test_tag_key.py`` and the 3.3 deployment's scale scenario."""
-    import secrets
     import time
 
-    return f"{int(time.time()) - 3600:010d}.{secrets.token_urlsafe(32)}"
+    from airflow_provider_slurmapi.tag_secret import _new_key
+
+    return _new_key(made=time.time() - 3600)
 
 
 def seed_tag_key() -> None:

@@ -392,7 +392,7 @@ def test_a_key_made_long_ago_or_set_by_the_deployment_is_used_without_waiting(
         reads += request.method == "GET"
         return await call_next(request)
 
-    old = f"{int(time.time()) - 7200:010d}." + tag_secret._new_key().split(".", 1)[1]
+    old = tag_secret._new_key(made=time.time() - 7200)
     for kept in (old, "the-deployment-s-own-key-set-by-hand-" + "k" * 10):
         tag_secret.forget_cached_key()
         _set_variable(kept)
