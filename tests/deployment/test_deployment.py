@@ -7,11 +7,13 @@ per poll interval) are listed in the run's summary under "deployment figures".
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -396,3 +398,66 @@ def test_sigterm_while_the_submit_answer_is_late_cancels_the_one_job(
     assert "cancels the job carrying slurmapi-send=" in log, log[-3000:]  # the reaper was started
     if not sigkilled:
         assert f"The task was killed while Slurm job {job_id} was being submitted" in log, log[-3000:]
+
+
+def test_sigterm_while_the_tag_key_settles_sends_no_job(deployment: Deployment, gateway: Any, lab: Lab) -> None:
+    """Airflow 3 runs a task on after SIGTERM (and its on_kill) until the SIGKILL 5 s later. A task killed
+    while it waited for a new tag key to settle used to go on and submit a job that no one cancelled:
+    SIGTERM 3 s before the wait ends, and the submit came 2 s before the SIGKILL. Now it sends none."""
+    if airflow_version() < (3, 0):
+        pytest.skip("Airflow 2 raises inside the task on SIGTERM, and never waits for the tag key")
+    from airflow_provider_slurmapi.tag_secret import VARIABLE_KEY, _new_key
+    from tests.conftest import settled_tag_key
+
+    run = run_id("killkeywait")
+    # Stamped an hour ahead, as by a writer whose clock runs fast: every read waits the full 20 s, so the
+    # wait is there however late the worker starts the task.
+    fresh = deployment.airflow("variables", "set", VARIABLE_KEY, _new_key(made=time.time() + 3600))
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    sent: list[int] = []
+    try:
+        deployment.trigger("deploy_submit", run, {"script": SLEEP.format(seconds=300, code=0)})
+        ti = deployment.wait_ti("deploy_submit", run, {"running"})
+        line = wait_for(lambda: _key_wait_line(deployment, run), "the tag key wait", timeout=120, every=0.5)
+        ends = datetime.fromisoformat(line["timestamp"].replace("Z", "+00:00")).timestamp() + _waited(line)
+        victim = _task_process(ti)
+        time.sleep(max(0.0, ends - 3 - time.time()))
+        os.kill(victim, signal.SIGTERM)
+        with contextlib.suppress(AssertionError):
+            wait_for(lambda: not _alive(victim), "the task process ended after SIGTERM", timeout=5, every=0.1)
+        if _alive(victim):  # Airflow's supervisor SIGKILLs 5 s after its SIGTERM
+            os.kill(victim, signal.SIGKILL)
+        time.sleep(2 * POLL_INTERVAL)  # a job sent late would be in Slurm by now
+        sent = jobs_of(gateway, "deploy_submit", run)
+        assert sent == [], f"a job was submitted after the kill, and no one cancels it: {sent}"
+        final = deployment.wait_ti("deploy_submit", run, {"success", "failed", "up_for_retry"}, timeout=240)
+    finally:
+        settled = deployment.airflow("variables", "set", VARIABLE_KEY, settled_tag_key())
+        for job_id in sent:  # leave no 300 s job behind a failed check
+            lab.cancel(job_id)
+            deployment.patch_run("deploy_submit", run, "failed")
+    assert settled.returncode == 0, settled.stderr[-2000:]
+    assert final["state"] == "failed", final
+    log = deployment.log("deploy_submit", run, 1)
+    assert "Task killed before it had a Slurm job" in log, log[-3000:]
+    assert "killed before it sent its Slurm job" in log and "nothing was submitted" in log, log[-3000:]
+    figure("SIGTERM 3 s before the tag key settled: jobs sent", 0)
+
+
+_KEY_WAIT = re.compile(r"waiting ([0-9.]+) s for other first uses to finish writing")
+
+
+def _key_wait_line(deployment: Deployment, run: str) -> dict[str, Any] | None:
+    """The task's log record that says how long it waits for the tag key to settle (Airflow 3's JSON)."""
+    for text in deployment.log("deploy_submit", run, 1).splitlines():
+        with contextlib.suppress(ValueError):
+            record = json.loads(text)
+            if isinstance(record, dict) and _KEY_WAIT.search(str(record.get("event"))) and "timestamp" in record:
+                return record
+    return None
+
+
+def _waited(record: dict[str, Any]) -> float:
+    found = _KEY_WAIT.search(str(record["event"]))
+    assert found is not None
+    return float(found[1])
