@@ -104,6 +104,12 @@ def cluster_gateways(gateway: Any, lab: Lab, tmp_path_factory: pytest.TempPathFa
         yield [Cluster(cid, conn, handle) for (cid, conn), handle in zip(CLUSTERS, handles, strict=True)]
 
 
+def set_tag_key(deployment: Deployment, value: str) -> None:
+    """Set the deployment's tag key (Variable ``slurmapi_tag_secret``) as an operator would, by the CLI."""
+    done = deployment.airflow("variables", "set", VARIABLE_KEY, value)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def deployment_executor() -> str:
     """Airflow 3.3 runs as Cloud Composer 3 does (CeleryExecutor: 2 workers, 2 schedulers, 2 triggerers);
     the older lines keep the LocalExecutor. ``SLURMAPI_DEPLOYMENT_EXECUTOR=LocalExecutor`` forces it."""
@@ -146,8 +152,7 @@ def deployment(
     try:
         with running_deployment(Path(sys.executable), root, env, major, executor) as deployment:
             # Its key made long ago (tasks never wait for it to settle); the scale scenario deletes it first.
-            seeded = deployment.airflow("variables", "set", VARIABLE_KEY, settled_tag_key())
-            assert seeded.returncode == 0, seeded.stderr[-2000:]
+            set_tag_key(deployment, settled_tag_key())
             yield deployment
     except DeploymentError as exc:
         pytest.fail(f"The Airflow deployment did not start: {exc}", pytrace=False)
