@@ -423,7 +423,7 @@ def _hook_state(monkeypatch: pytest.MonkeyPatch, extra: dict[str, str]) -> dict[
         region="us-central1", cluster_id="docs-cluster", project_id="docs-project", gcp_conn_id=_PROBE_CONN
     )
     state = {
-        f"client.{key}": value
+        f"{prefix}.{key}": value
         for holder, prefix in ((hook.client, "client"), (hook.client.transport, "transport"))
         for key, value in vars(holder).items()
         if isinstance(value, str | int | float | type(None))
@@ -469,7 +469,7 @@ def test_every_connection_extra_the_hooks_read_is_a_row_of_the_connection_page_w
     unknown = sorted(set(extras) - set(defaults))
     assert not unknown, (
         f"a real SlurmApiHook keeps the connection extras {unknown} ({', '.join(extras[n] for n in unknown)}) in no "
-        "setting of its client or cluster that the test sees: teach tests/docs/test_docs_truth.py extra_defaults "
+        "setting of its client, transport or cluster that the test sees: teach tests/docs/test_docs_truth.py extra_defaults "
         "where (or keep it there)"
     )
     page = DOCS / "connection.md"
