@@ -240,7 +240,9 @@ class EmulatorServer:
             )
             self.cluster.user = cfg.owner_name(self.cluster.user)
             meta_user = cfg.meta_user(self.cluster.user, "root")
-            self.backend = SlurmModelApi(self.cluster, slurm_release=cfg.slurm_release, meta_user=meta_user)
+            self.backend = SlurmModelApi(
+                self.cluster, slurm_release=cfg.slurm_release, versions=cfg.served_versions, meta_user=meta_user
+            )
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._guard])
         app.router.add_post(_ENVELOPE_ROUTE, self.handle_envelope)
         app.router.add_post("/token", self.handle_token)
