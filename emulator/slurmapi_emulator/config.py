@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .locations import DEFAULT_REGIONS, check_region_name
 from .versions import DEFAULT_SLURM_RELEASE, pick_versions, versions_of
 
 EnvelopeMode = Literal["body", "structured"]
@@ -44,7 +45,9 @@ class EmulatorConfig:
     token_lifetime: int = 3600
     credentials_file: PathLike | None = None
     project: str = "demo-project"
-    clusters: list[str] = field(default_factory=list)
+    clusters: list[str] = field(default_factory=list)  # the cluster ids served; empty: any well-formed id
+    # The locations served (others: 404 NOT_FOUND, as the real API answers a wrong region).
+    regions: list[str] = field(default_factory=lambda: list(DEFAULT_REGIONS))
     partitions: list[str] = field(default_factory=lambda: ["debug", "a3"])
     cpus: int = 2
     gpus: int = 8
@@ -88,6 +91,10 @@ class EmulatorConfig:
         """Refuse settings that cannot work, before anything is started."""
         if self.envelope not in ("body", "structured"):
             raise ValueError(f"envelope must be 'body' or 'structured', not {self.envelope!r}")
+        if not self.regions:
+            raise ValueError("at least one region is needed (the default is Google Cloud's regions)")
+        for region in self.regions:
+            check_region_name(region)  # raises ValueError naming the rule
         if not self.partitions:
             raise ValueError("at least one partition is needed")
         if self.cpus < 1 or self.gpus < 0:

@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from .config import EnvelopeMode
 from .slurm_api import BackendAnswer
+
+if TYPE_CHECKING:  # config imports locations, which imports this module
+    from .config import EnvelopeMode
 
 MAX_REQUEST_BYTES = 1_048_576
 # The front end reads the envelope with protobuf's JSON parser, which refuses nesting deeper than 100.
