@@ -102,11 +102,13 @@ def parse_request(raw: bytes, *, reject_query_strings: bool) -> SlurmCall:
     where = not_text(data)
     if where is not None:
         place, value = where
+        at = _SURROGATE.search(value).start()  # type: ignore[union-attr]  # not_text found one
+        shown = ("..." if at > 40 else "") + value[max(0, at - 40) : at + 40] + ("..." if len(value) > at + 40 else "")
         raise GoogleFrontEndError(
             400,
             "INVALID_ARGUMENT",
             f"Invalid JSON payload received. Invalid UTF-8 string at '{place}': "
-            f"{json.dumps(value[:80])} holds a lone surrogate, which is not text.",
+            f"{json.dumps(shown)} holds a lone surrogate, which is not text.",
         )
     if not isinstance(data, dict):
         raise GoogleFrontEndError(

@@ -89,6 +89,13 @@ def test_a_lone_surrogate_in_a_path_field_gets_400_naming_the_field(one_cpu: Cli
     runs_next_job(one_cpu)
 
 
+def test_a_lone_surrogate_far_into_a_long_path_is_shown_in_the_message(one_cpu: Client) -> None:
+    answer = one_cpu.submit(standard_output="/" + "d" * 300 + "\udc80.log")
+    assert answer.http_status == 400
+    message = answer.envelope["error"]["message"]
+    assert "\\udc80" in message and len(message) < 250, message
+
+
 def test_a_lone_surrogate_deeper_in_the_body_is_named_with_its_index(one_cpu: Client) -> None:
     answer = one_cpu.submit(environment=["PATH=/bin", "BAD=\udfff"])
     assert answer.http_status == 400
