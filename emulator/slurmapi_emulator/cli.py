@@ -17,8 +17,9 @@ import sys
 from .auth import InsecureFileError
 from .config import EmulatorConfig, is_loopback
 from .faults import GRAMMAR_HELP, FaultSpecError, parse_fault
+from .locations import DEFAULT_REGIONS
 from .server import EmulatorServer
-from .versions import DEFAULT_RELEASE, SUPPORTED_VERSIONS
+from .versions import DEFAULT_SLURM_RELEASE, SUPPORTED_VERSIONS, known_releases, versions_of
 
 # The range of API versions, as the table of versions gives it (written nowhere else).
 VERSION_RANGE = f"{SUPPORTED_VERSIONS[0]} .. {SUPPORTED_VERSIONS[-1]}"
@@ -37,14 +38,17 @@ Point an Airflow Google Cloud connection at it
        airflow connections add slurm_emu --conn-type google_cloud_platform \\
          --conn-extra '{{"key_path": "/tmp/emu-sa.json", "project": "demo-project",
                         "api_endpoint": "http://127.0.0.1:8080"}}'
-  3. in the DAG use gcp_conn_id="slurm_emu", any region and cluster id (restrict them with
-     --cluster), partition "debug" (or one of --partitions), api_version {VERSION_RANGE}
-     (--slurm-release narrows them).
+  3. in the DAG use gcp_conn_id="slurm_emu", a Google Cloud region (e.g. us-central1; --region
+     sets them), any cluster id (restrict them with --cluster), partition "debug" (or one of
+     --partitions), api_version "auto" or one the release serves ({DEFAULT_SLURM_RELEASE}:
+     {", ".join(versions_of(DEFAULT_SLURM_RELEASE))}; --slurm-release 26.05 serves
+     {", ".join(versions_of("26.05"))}; --api-versions all serves {VERSION_RANGE}).
   Google's token requests go to the emulator (the key's token_uri), so nothing leaves the machine.
   Quick curl test with a static token:
        slurmapi-emulator --token dev &
        curl -s -H 'Authorization: Bearer dev' -d '{{"method":"HTTP_METHOD_GET","path":"/slurm/v0.0.42/ping"}}' \\
-         http://127.0.0.1:8080/v1beta1/projects/p/locations/r/modelDevelopmentClusters/c:callSlurmRestApi
+         http://127.0.0.1:8080/v1beta1/projects/demo-project/locations/us-central1/modelDevelopmentClusters/c\
+:callSlurmRestApi
 
 Jobs: the script runs with bash (or its #! interpreter) in current_working_directory if it exists,
 else in --workdir; output goes to standard_output (default <cwd>/slurm-%j.out). time_limit minutes
@@ -142,6 +146,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="accepted cluster id (repeatable); others get 404 NOT_FOUND. Default: any",
     )
     g.add_argument(
+        "--region",
+        dest="regions",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a location served (repeatable; replaces the default, Google Cloud's regions); others get 404 NOT_FOUND",
+    )
+    g.add_argument(
         "--reject-query-strings",
         action="store_true",
         help="refuse any path containing '?' with 400 INVALID_ARGUMENT (an envelope that does not pass query strings)",
@@ -232,8 +244,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--slurm-release",
         metavar="R",
-        help="the Slurm release to act as, e.g. 24.11 or 26.05: the API versions it serves and the release "
-        f"in each answer's meta (default: every version {VERSION_RANGE}, as {DEFAULT_RELEASE})",
+        default=DEFAULT_SLURM_RELEASE,
+        help=f"the Slurm release to act as ({', '.join(known_releases())}): the API versions it serves "
+        f"and the release in each answer's meta (default {DEFAULT_SLURM_RELEASE}: "
+        f"{', '.join(versions_of(DEFAULT_SLURM_RELEASE))})",
+    )
+    s.add_argument(
+        "--api-versions",
+        metavar="LIST",
+        help=f"serve these API versions instead of the release's: a comma list of {VERSION_RANGE}, or 'all' "
+        "(the release in each answer's meta stays --slurm-release's)",
     )
     s.add_argument(
         "--meta-client-user",
@@ -261,6 +281,7 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
         credentials_file=args.credentials_file,
         project=args.project,
         clusters=args.clusters,
+        regions=args.regions if args.regions is not None else list(DEFAULT_REGIONS),
         partitions=[x.strip() for x in args.partitions.split(",") if x.strip()],
         cpus=args.cpus,
         gpus=args.gpus,
@@ -275,6 +296,8 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
         slurmrestd=args.slurmrestd,
         slurm_token_file=args.slurm_token_file,
         slurm_user=args.slurm_user,
+        slurm_release=args.slurm_release,
+        api_versions=args.api_versions.split(",") if args.api_versions is not None else None,
         meta_client_user=args.meta_client_user,
         kill_wait=args.kill_wait,
         latency=args.latency,

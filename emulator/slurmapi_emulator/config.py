@@ -11,7 +11,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .versions import versions_of
+from .locations import DEFAULT_REGIONS, check_region_name
+from .versions import DEFAULT_SLURM_RELEASE, pick_versions, versions_of
 
 EnvelopeMode = Literal["body", "structured"]
 PathLike = str | os.PathLike[str]
@@ -44,7 +45,9 @@ class EmulatorConfig:
     token_lifetime: int = 3600
     credentials_file: PathLike | None = None
     project: str = "demo-project"
-    clusters: list[str] = field(default_factory=list)
+    clusters: list[str] = field(default_factory=list)  # the cluster ids served; empty: any well-formed id
+    # The locations served (others: 404 NOT_FOUND, as the real API answers a wrong region).
+    regions: list[str] = field(default_factory=lambda: list(DEFAULT_REGIONS))
     partitions: list[str] = field(default_factory=lambda: ["debug", "a3"])
     cpus: int = 2
     gpus: int = 8
@@ -58,9 +61,11 @@ class EmulatorConfig:
     reject_query_strings: bool = False
     deny_permission: bool = False
     slurmrestd: str | None = None
-    # The Slurm feature release the model claims ("24.11", "26.05"): the API versions it serves and
-    # meta.slurm.release. None: every version the emulator knows, as Slurm 24.11.5.
-    slurm_release: str | None = None
+    # The Slurm feature release the model acts as ("24.11", "26.05"): meta.slurm.release, and the API
+    # versions it serves (24.11: v0.0.40-42; 26.05: v0.0.42-45), as a real slurmrestd of that release.
+    slurm_release: str = DEFAULT_SLURM_RELEASE
+    # The API versions served instead of the release's (names from versions.py, or ["all"]); None: the release's.
+    api_versions: list[str] | None = None
     slurm_token_file: PathLike | None = None
     slurm_user: str | None = None
     # What meta.client.user says in each slurmctld answer, while jobs stay owned by the token's user:
@@ -86,6 +91,10 @@ class EmulatorConfig:
         """Refuse settings that cannot work, before anything is started."""
         if self.envelope not in ("body", "structured"):
             raise ValueError(f"envelope must be 'body' or 'structured', not {self.envelope!r}")
+        if not self.regions:
+            raise ValueError("at least one region is needed (the default is Google Cloud's regions)")
+        for region in self.regions:
+            check_region_name(region)  # raises ValueError naming the rule
         if not self.partitions:
             raise ValueError("at least one partition is needed")
         if self.cpus < 1 or self.gpus < 0:
@@ -106,8 +115,9 @@ class EmulatorConfig:
             raise ValueError("header_timeout, idle_timeout and body_timeout must be > 0 seconds")
         if self.control_token is not None and len(self.control_token) < 16:
             raise ValueError("control_token must be at least 16 characters (leave it unset for a random one)")
-        if self.slurm_release is not None:
-            versions_of(self.slurm_release)  # raises ValueError naming the releases it knows
+        versions_of(self.slurm_release)  # raises ValueError naming the releases it knows
+        if self.api_versions is not None:
+            pick_versions(self.api_versions)  # raises ValueError naming the versions it knows
         if self.meta_client_user not in ("token", "slurmrestd", "empty") and not (
             self.meta_client_user.startswith("user:") and self.meta_client_user[5:].strip()
         ):
@@ -132,6 +142,13 @@ class EmulatorConfig:
         if self.meta_client_user == "empty":
             return ""
         return self.meta_client_user[5:].strip()
+
+    @property
+    def served_versions(self) -> tuple[str, ...]:
+        """The API versions the model answers (others get slurmrestd's plain-text 404)."""
+        if self.api_versions is not None:
+            return pick_versions(self.api_versions)
+        return versions_of(self.slurm_release)
 
     @property
     def gateway(self) -> bool:

@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from .config import EnvelopeMode
 from .slurm_api import BackendAnswer
+
+if TYPE_CHECKING:  # config imports locations, which imports this module
+    from .config import EnvelopeMode
 
 MAX_REQUEST_BYTES = 1_048_576
 # The front end reads the envelope with protobuf's JSON parser, which refuses nesting deeper than 100.
@@ -97,6 +99,17 @@ def parse_request(raw: bytes, *, reject_query_strings: bool) -> SlurmCall:
         raise GoogleFrontEndError(400, "INVALID_ARGUMENT", f"Invalid JSON payload received. {exc}") from exc
     if nesting(data) > MAX_NESTING:
         raise too_deep
+    where = not_text(data)
+    if where is not None:
+        place, value = where
+        at = _SURROGATE.search(value).start()  # type: ignore[union-attr]  # not_text found one
+        shown = ("..." if at > 40 else "") + value[max(0, at - 40) : at + 40] + ("..." if len(value) > at + 40 else "")
+        raise GoogleFrontEndError(
+            400,
+            "INVALID_ARGUMENT",
+            f"Invalid JSON payload received. Invalid UTF-8 string at '{place}': "
+            f"{json.dumps(shown)} holds a lone surrogate, which is not text.",
+        )
     if not isinstance(data, dict):
         raise GoogleFrontEndError(
             400, "INVALID_ARGUMENT", "Invalid JSON payload received. Root element must be a message."
@@ -133,6 +146,33 @@ def parse_request(raw: bytes, *, reject_query_strings: bool) -> SlurmCall:
         )
     verb = METHODS[method]
     return SlurmCall(verb, path, body if verb == "POST" else None)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def not_text(value: Any) -> tuple[str, str] | None:
+    """The first string (or object key) that is not Unicode text, as (its place, e.g.
+    ``body.job.environment[1]``, the string); ``None`` if there is none.
+
+    JSON may spell a lone surrogate (``"\\ud800"``) and Python reads it, but it is no character: the
+    front end reads the envelope as a protocol buffer, whose strings must be UTF-8, and refuses it.
+    Caught here, it never reaches a path the emulator opens or a file it writes.
+    """
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        place, item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return place, item
+        elif isinstance(item, dict):
+            for key, child in reversed(list(item.items())):
+                if _SURROGATE.search(key):
+                    return f"{place}.{key}".lstrip("."), key
+                stack.append((f"{place}.{key}".lstrip("."), child))
+        elif isinstance(item, list):
+            stack.extend((f"{place}[{index}]", child) for index, child in reversed(list(enumerate(item))))
+    return None
 
 
 def nesting(value: Any) -> int:

@@ -167,9 +167,26 @@ def _open_mode(job: JsonDict) -> str:
     return "append" if any(mode.lower() == "append" for mode in modes) else "truncate"
 
 
+def c_strings(value: Any) -> Any:
+    """``value`` with every string (object keys too) cut at its first NUL, as slurmrestd reads JSON.
+
+    slurmrestd hands each JSON string to Slurm as a C string, which ends at the first NUL: a real
+    24.11.5 answered ``"standard_output": "/tmp/out\\u0000.log"`` with 200 and kept ``/tmp/out``. Read so,
+    no NUL reaches a path, an environment or an argv (where Python's ``open``/``exec`` would raise).
+    """
+    if isinstance(value, str):
+        return value.split("\x00", 1)[0]
+    if isinstance(value, dict):
+        return {c_strings(key): c_strings(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [c_strings(item) for item in value]
+    return value
+
+
 def parse_submit(body: Any, version: str) -> tuple[JobRequest, list[JsonDict]]:
     """Validate a submit body; returns the request and the parser's warnings or raises SubmitRejected."""
     warnings: list[JsonDict] = []
+    body = c_strings(body)
     if not isinstance(body, dict):
         raise SubmitRejected(422, [error_entry(9000, "unexpected empty query for job", "_job_post")])
     for key, value in body.items():

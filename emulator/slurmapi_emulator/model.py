@@ -19,6 +19,7 @@ import shutil
 import signal
 import stat
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,6 +75,7 @@ class Job:
     bad_constraints: bool = False
     in_live_queue: bool = True
     cpu_ids: list[int] = field(default_factory=list)
+    released: bool = False  # its CPUs and GPUs given back, its purge scheduled
     gpu_ids: list[int] = field(default_factory=list)
     proc: asyncio.subprocess.Process | None = None
     minute_seconds: float = 60.0  # real seconds per minute of time_limit
@@ -159,6 +161,23 @@ class Job:
     def touch(self) -> None:
         """Mark the job changed so cached renderings are rebuilt."""
         self.rev += 1
+
+
+@contextlib.contextmanager
+def _open_for_job(path: str, *, write: bool, append: bool) -> Iterator[int]:
+    """A file descriptor of a job's stdout/stderr (``write``) or stdin, closed on exit.
+
+    Opened non-blocking, so a FIFO nobody reads (or writes) fails or opens at once instead of
+    stopping the emulator's one event loop; the descriptor is made blocking again for the job.
+    """
+    flags = os.O_NONBLOCK | os.O_CLOEXEC
+    flags |= (os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)) if write else os.O_RDONLY
+    fd = os.open(path, flags, 0o666)
+    try:
+        os.set_blocking(fd, True)
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def expand_pattern(
@@ -488,36 +507,45 @@ class Cluster:
         return env
 
     async def _run(self, job: Job) -> None:
-        """Write the script, start it in its own process group, and record how it ended."""
+        """Run the job's process; whatever goes wrong, the job ends and its CPUs and GPUs are freed."""
         try:
-            script = self.workdir / ".emulator" / f"job{job.job_id}.sh"
-            script.write_text(job.req.script)
-            script.chmod(stat.S_IRWXU)
-            argv = [str(script)] if job.req.script.startswith("#!") else [self.bash, str(script)]
-            argv += job.req.argv[1:]
-            mode = "a" if job.req.open_mode == "append" else "w"
-            with contextlib.ExitStack() as stack:
-                out = stack.enter_context(open(job.stdout_path, mode))
-                err = out if job.stderr_path == job.stdout_path else stack.enter_context(open(job.stderr_path, mode))
-                inp = stack.enter_context(open(job.stdin_path, "rb"))
-                proc = await asyncio.create_subprocess_exec(
-                    *argv,
-                    cwd=job.run_cwd,
-                    env=self._environment(job),
-                    stdin=inp,
-                    stdout=out,
-                    stderr=err,
-                    start_new_session=True,
-                )
-        except OSError as exc:
-            log.warning("job %s could not start: %s", job.job_id, exc)
+            await self._run_process(job)
+        except Exception as exc:  # a job that cannot run fails; it never holds the node
+            log.warning("job %s could not run: %s: %s", job.job_id, type(exc).__name__, exc)
             if job.state == "RUNNING":
                 self._finish(job, "FAILED", "NonZeroExitCode", JobExit("ERROR", 1, None))
                 job.step_state, job.step_exit = "FAILED", JobExit("ERROR", 1, None)
+            if job.proc is not None and job.proc.returncode is None:
+                self._signal_group(job, signal.SIGKILL)
             job.completing = False
             self._release(job)
             self._changed(job)
-            return
+
+    async def _run_process(self, job: Job) -> None:
+        """Write the script, start it in its own process group, and record how it ended."""
+        script = self.workdir / ".emulator" / f"job{job.job_id}.sh"
+        script.write_text(job.req.script)
+        script.chmod(stat.S_IRWXU)
+        argv = [str(script)] if job.req.script.startswith("#!") else [self.bash, str(script)]
+        argv += job.req.argv[1:]
+        append = job.req.open_mode == "append"
+        with contextlib.ExitStack() as stack:
+            out = stack.enter_context(_open_for_job(job.stdout_path, write=True, append=append))
+            err = (
+                out
+                if job.stderr_path == job.stdout_path
+                else stack.enter_context(_open_for_job(job.stderr_path, write=True, append=append))
+            )
+            inp = stack.enter_context(_open_for_job(job.stdin_path, write=False, append=False))
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=job.run_cwd,
+                env=self._environment(job),
+                stdin=inp,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
         job.proc = proc
         job.sample_rss()
         job.state_dir = self.workdir / ".emulator"
@@ -548,6 +576,10 @@ class Cluster:
         self._changed(job)
 
     def _release(self, job: Job) -> None:
+        """Give the job's CPUs and GPUs back (once: a second call finds nothing to free)."""
+        if job.released:
+            return
+        job.released = True
         self.free_cpus.update(job.cpu_ids)
         self.free_gpus.update(job.gpu_ids)
         job.cpu_ids = []

@@ -43,6 +43,7 @@ from .envelope import (
 from .faults import Fault, FaultInjector, FaultSpecError
 from .gateway import GatewayBackend, SlurmrestdUnreachable
 from .jobdesc import JobRequest
+from .locations import check_resource, check_served
 from .model import Cluster, Job
 from .slurm_api import BackendAnswer, SlurmBackend, SlurmModelApi
 
@@ -240,7 +241,9 @@ class EmulatorServer:
             )
             self.cluster.user = cfg.owner_name(self.cluster.user)
             meta_user = cfg.meta_user(self.cluster.user, "root")
-            self.backend = SlurmModelApi(self.cluster, slurm_release=cfg.slurm_release, meta_user=meta_user)
+            self.backend = SlurmModelApi(
+                self.cluster, slurm_release=cfg.slurm_release, versions=cfg.served_versions, meta_user=meta_user
+            )
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._guard])
         app.router.add_post(_ENVELOPE_ROUTE, self.handle_envelope)
         app.router.add_post("/token", self.handle_token)
@@ -393,14 +396,12 @@ class EmulatorServer:
         scheme, _, token = auth.partition(" ")
         if scheme.lower() != "bearer" or not self.auth.check(token.strip()):
             raise unauthenticated()
+        project, region = request.match_info["project"], request.match_info["region"]
+        resource = check_resource(project, region, cluster)
         raw = await request.read()
         call = parse_request(raw, reject_query_strings=cfg.reject_query_strings)
         record.update(method=call.method, path=call.path, kind=call.kind)
         self.call_counts[call.kind] += 1
-        resource = (
-            f"projects/{request.match_info['project']}/locations/{request.match_info['region']}"
-            f"/modelDevelopmentClusters/{cluster}"
-        )
         if cfg.deny_permission:
             raise GoogleFrontEndError(
                 403,
@@ -408,8 +409,14 @@ class EmulatorServer:
                 f"Permission '{RUN_PERMISSION}' denied on resource "
                 f"'//aiplatform.googleapis.com/{resource}' (or it may not exist).",
             )
-        if cfg.clusters and cluster not in cfg.clusters:
-            raise GoogleFrontEndError(404, "NOT_FOUND", f"ModelDevelopmentCluster `{resource}` not found.")
+        try:
+            check_served(project, region, cluster, cfg.regions, cfg.clusters)
+        except GoogleFrontEndError:
+            served = f"clusters {', '.join(cfg.clusters)}" if cfg.clusters else "any cluster id"
+            log.warning(
+                "%s is not served here (regions: --region, default Google Cloud's; %s: --cluster)", resource, served
+            )
+            raise
         fault = self.faults.take(call.kind)
         if fault is not None and fault.kind == "done-later":
             record["fault"] = fault.spec

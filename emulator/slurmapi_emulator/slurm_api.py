@@ -31,7 +31,7 @@ from .slurm_json import (
     unset,
     warning_entry,
 )
-from .versions import DEFAULT_RELEASE, RELEASE_PATCH, versions_of, wire
+from .versions import DEFAULT_SLURM_RELEASE, release_name, versions_of, wire
 
 # Slurm's relative times in query filters, e.g. "now-3600seconds" (what v0.0.40/41 accept).
 _RELATIVE_TIME = re.compile(r"^now(?:-([0-9]{1,12})(seconds|minutes|hours|days)?)?$")
@@ -171,14 +171,21 @@ def _parse_signal(text: str) -> int | None:
 class SlurmModelApi:
     """slurmrestd in front of the emulated cluster."""
 
-    def __init__(self, cluster: Cluster, *, slurm_release: str | None = None, meta_user: str | None = None) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        slurm_release: str = DEFAULT_SLURM_RELEASE,
+        versions: tuple[str, ...] | None = None,
+        meta_user: str | None = None,
+    ) -> None:
         self.cluster = cluster
         # What meta.client.user says (config meta_client_user); the jobs stay the cluster user's.
         self.meta_user = cluster.user if meta_user is None else meta_user
         self._meta_text: dict[tuple[str, bool], str] = {}
-        # What this cluster serves, as the Slurm release it acts as (config slurm_release).
-        self.versions = versions_of(slurm_release)
-        self.release = RELEASE_PATCH.get(slurm_release, f"{slurm_release}.0") if slurm_release else DEFAULT_RELEASE
+        # What this cluster serves: the versions of the Slurm release it acts as, unless chosen otherwise.
+        self.versions = versions if versions is not None else versions_of(slurm_release)
+        self.release = release_name(slurm_release)
 
     async def close(self) -> None:
         """Nothing to release; the cluster is shut down by the server."""

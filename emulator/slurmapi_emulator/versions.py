@@ -176,21 +176,43 @@ VERSIONS: tuple[WireVersion, ...] = (
 
 BY_NAME = {row.name: row for row in VERSIONS}
 SUPPORTED_VERSIONS: tuple[str, ...] = tuple(row.name for row in VERSIONS)
-# The Slurm release the emulator claims by default in meta.slurm (its answers were copied from it).
-DEFAULT_RELEASE = "24.11.5"
-# The patch level reported for a release chosen with --slurm-release.
+# The Slurm release the emulator acts as by default (its answers were copied from a real 24.11.5).
+DEFAULT_SLURM_RELEASE = "24.11"
+# The patch level reported in meta.slurm for each release it can act as.
 RELEASE_PATCH = {"24.11": "24.11.5", "26.05": "26.05.5"}
+DEFAULT_RELEASE = RELEASE_PATCH[DEFAULT_SLURM_RELEASE]
 
 
-def versions_of(release: str | None) -> tuple[str, ...]:
-    """The versions a Slurm feature release serves (``None``: every version the emulator knows)."""
-    if release is None:
-        return SUPPORTED_VERSIONS
+def known_releases() -> list[str]:
+    """The Slurm feature releases the table of versions names."""
+    return sorted({r for row in VERSIONS for r in row.slurm_releases})
+
+
+def versions_of(release: str) -> tuple[str, ...]:
+    """The versions a Slurm feature release serves, oldest first (ValueError for a release it does not know)."""
     served = tuple(row.name for row in VERSIONS if release in row.slurm_releases)
     if not served:
-        known = sorted({r for row in VERSIONS for r in row.slurm_releases})
-        raise ValueError(f"slurm_release={release!r}: the emulator knows {', '.join(known)}")
+        raise ValueError(f"slurm_release={release!r}: the emulator knows {', '.join(known_releases())}")
     return served
+
+
+def pick_versions(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """Versions chosen by name (``["all"]``: every one), in the table's order; ValueError naming an unknown one."""
+    wanted = {name.strip() for name in names if name.strip()}
+    if wanted == {"all"}:
+        return SUPPORTED_VERSIONS
+    unknown = sorted(wanted - set(SUPPORTED_VERSIONS))
+    if unknown or not wanted:
+        raise ValueError(
+            f"api_versions={sorted(wanted)!r}: give some of {', '.join(SUPPORTED_VERSIONS)} (or 'all')"
+            + (f"; unknown: {', '.join(unknown)}" if unknown else "")
+        )
+    return tuple(name for name in SUPPORTED_VERSIONS if name in wanted)
+
+
+def release_name(release: str) -> str:
+    """What meta.slurm.release says for a feature release: its patch level (``26.05`` -> ``26.05.5``)."""
+    return RELEASE_PATCH.get(release, f"{release}.0")
 
 
 def wire(version: str) -> WireVersion:

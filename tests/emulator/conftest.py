@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import requests
 from slurmapi_emulator import EmulatorConfig, EmulatorHandle, run_emulator
+from slurmapi_emulator.versions import versions_of
 
 from tests.waiting import wait_until as wait_until  # the one wait, as the emulator tests name it
 
@@ -147,3 +148,15 @@ def emu(make_emulator: Callable[..., EmulatorHandle]) -> EmulatorHandle:
 @pytest.fixture
 def client(emu: EmulatorHandle) -> Client:
     return Client(emu)
+
+
+@pytest.fixture
+def every_version_client(make_emulator: Callable[..., EmulatorHandle]) -> Client:
+    """``emu``'s settings, serving every API version the emulator knows (``api_versions=["all"]``) on one
+    cluster: for the tests that read the same jobs in each version's shape."""
+    return Client(make_emulator(minute_seconds=1, min_job_age=1, cpus=4, api_versions=["all"]))
+
+
+def release_serving(version: str) -> str:
+    """A Slurm release the emulator can act as that serves ``version`` (24.11 up to v0.0.42, else 26.05)."""
+    return "24.11" if version in versions_of("24.11") else "26.05"

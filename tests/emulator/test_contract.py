@@ -20,7 +20,7 @@ from slurmapi_emulator.versions import SUPPORTED_VERSIONS, wire
 
 from tests.fixtures import OPENAPI, OPENAPI_FILES, RESPONSES, type_name
 
-from .conftest import TOKEN, Answer, Client, V, job_desc, wait_until
+from .conftest import TOKEN, Answer, Client, V, job_desc, release_serving, wait_until
 
 FIXTURES = RESPONSES
 
@@ -631,7 +631,7 @@ def test_other_versions_validate_against_their_specs(
     import jsonschema
 
     registry = _schema_registry(version)
-    emu = make_emulator(min_job_age=60)
+    emu = make_emulator(min_job_age=60, slurm_release=release_serving(version))
     client = Client(emu)
 
     def check(schema: str, instance: Any) -> None:

@@ -275,7 +275,9 @@ def test_cli_prints_url_logs_calls_without_tokens_and_kills_jobs_on_sigterm(tmp_
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:")
-        envelope = f"{url}/v1beta1/projects/p/locations/r/modelDevelopmentClusters/c:callSlurmRestApi"
+        envelope = (
+            f"{url}/v1beta1/projects/demo-project/locations/us-central1/modelDevelopmentClusters/c:callSlurmRestApi"
+        )
         marker = tmp_path / "pid"
         body = {
             "job": {

@@ -13,7 +13,8 @@ from slurmapi_emulator.versions import VERSIONS
 from .conftest import Client, wait_until
 
 
-def test_every_place_of_both_records_is_filled_in_every_version(client: Client) -> None:
+def test_every_place_of_both_records_is_filled_in_every_version(every_version_client: Client) -> None:
+    client = every_version_client
     held = client.submit_id(hold=True)
     array = client.submit_id(array="0-3%1")
     running = client.submit_id(script="#!/bin/bash\nsleep 30\n")

@@ -237,7 +237,7 @@ def test_control_characters_from_requests_are_escaped_in_log_lines(
 def test_log_lines_of_the_cli_carry_no_raw_control_characters(tmp_path: Path) -> None:
     with cli_emulator("--token", TOKEN, stderr=tmp_path / "log") as url:
         envelope = {"method": "HTTP_METHOD_GET", "path": f"/slurm/{V}/ping\r\nFAKE 200 line"}
-        url = f"{url}/v1beta1/projects/p/locations/r/modelDevelopmentClusters/c:callSlurmRestApi"
+        url = f"{url}/v1beta1/projects/demo-project/locations/us-central1/modelDevelopmentClusters/c:callSlurmRestApi"
         requests.post(url, json=envelope, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
     log = (tmp_path / "log").read_text()
     assert "ping\\r\\nFAKE 200 line" in log

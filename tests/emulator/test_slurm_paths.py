@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from slurmapi_emulator import EmulatorHandle
+from slurmapi_emulator import EmulatorConfig, EmulatorHandle
 from slurmapi_emulator.versions import SUPPORTED_VERSIONS
 
-from .conftest import Client, V, job_desc, wait_until
+from .conftest import TOKEN, Client, V, job_desc, wait_until
 
 SLEEP = "#!/bin/bash\nsleep 30\n"
 
@@ -329,7 +331,8 @@ def test_jobs_state_repeated_ids_absent_ids_and_all(client: Client, emu: Emulato
     assert encoded.slurm_status == 422
 
 
-def test_ping_and_versions(client: Client) -> None:
+def test_ping_and_versions(every_version_client: Client) -> None:
+    client = every_version_client
     for version in SUPPORTED_VERSIONS:
         answer = client.call("GET", f"/slurm/{version}/ping")
         assert answer.slurm_status == 200, version
@@ -348,6 +351,62 @@ def test_ping_and_versions(client: Client) -> None:
             404,
             "Unable find requested URL. Please view /openapi/v3 for API reference.",
         )
+
+
+NOT_SERVED = (404, "Unable find requested URL. Please view /openapi/v3 for API reference.")
+
+
+def _served(client: Client) -> list[str]:
+    return [v for v in SUPPORTED_VERSIONS if client.call("GET", f"/slurm/{v}/ping").slurm_status == 200]
+
+
+@pytest.mark.parametrize(
+    ("settings", "served", "release"),
+    [
+        ({}, ["v0.0.40", "v0.0.41", "v0.0.42"], "24.11.5"),  # the default: what a real 24.11.5 serves
+        ({"slurm_release": "24.11"}, ["v0.0.40", "v0.0.41", "v0.0.42"], "24.11.5"),
+        ({"slurm_release": "26.05"}, ["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"], "26.05.5"),
+        ({"api_versions": ["v0.0.45", "v0.0.40"]}, ["v0.0.40", "v0.0.45"], "24.11.5"),
+        ({"slurm_release": "26.05", "api_versions": ["all"]}, list(SUPPORTED_VERSIONS), "26.05.5"),
+    ],
+)
+def test_the_versions_served_are_those_of_the_release_it_reports(
+    make_emulator: Callable[..., EmulatorHandle], settings: dict[str, Any], served: list[str], release: str
+) -> None:
+    client = Client(make_emulator(**settings))
+    assert _served(client) == served
+    for version in set(SUPPORTED_VERSIONS) - set(served):
+        answer = client.call("GET", f"/slurm/{version}/ping")
+        assert (answer.slurm_status, answer.body) == NOT_SERVED, version
+        submit = client.call("POST", f"/slurm/{version}/job/submit", {"job": job_desc(client.cwd), "script": "true\n"})
+        assert (submit.slurm_status, submit.body) == NOT_SERVED, version
+    assert client.call("GET", f"/slurm/{served[-1]}/ping").body["meta"]["slurm"]["release"] == release
+    assert client.emu.jobs() == []
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"slurm_release": "23.02"}, "slurm_release='23.02'"),
+        ({"api_versions": ["v0.0.46"]}, "unknown: v0.0.46"),
+        ({"api_versions": []}, "api_versions=[]"),
+    ],
+)
+def test_a_release_or_version_the_emulator_does_not_know_is_refused_at_start(
+    settings: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(named)):
+        EmulatorConfig(tokens=[TOKEN], **settings).validate()
+
+
+def test_the_cli_takes_the_release_and_the_versions(tmp_path: Path) -> None:
+    from slurmapi_emulator.cli import build_parser, config_from_args
+
+    parse = build_parser().parse_args
+    assert config_from_args(parse([])).served_versions == ("v0.0.40", "v0.0.41", "v0.0.42")
+    assert config_from_args(parse(["--slurm-release", "26.05"])).served_versions[-1] == "v0.0.45"
+    assert config_from_args(parse(["--api-versions", "all"])).served_versions == SUPPORTED_VERSIONS
+    assert config_from_args(parse(["--api-versions", "v0.0.43,v0.0.44"])).served_versions == ("v0.0.43", "v0.0.44")
 
 
 # ------------------------------------------------------------------------------------------ slurmdb

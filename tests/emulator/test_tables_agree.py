@@ -112,8 +112,8 @@ def _asked_of_every_record(client: Client) -> dict[JobSource, set[str]]:
     return asked
 
 
-def test_every_place_the_provider_reads_is_a_row_of_the_emulator_table(client: Client) -> None:
-    asked = _asked_of_every_record(client)
+def test_every_place_the_provider_reads_is_a_row_of_the_emulator_table(every_version_client: Client) -> None:
+    asked = _asked_of_every_record(every_version_client)
     for source in ("live", "history"):
         assert {"job_id", "partition"} <= asked[source], "the recording saw the readers ask"
         outside = {path for path in asked[source] if not _filled_by_the_table(path, TABLE_PATHS[source])}

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import DAGS_FOLDER, PROJECT, REGION, connection_uri_env
-from tests.live_slurm.lab import API_VERSION, LAB_SCRIPT, Lab, LabUnavailable, find_or_start_lab
+from tests.live_slurm.lab import API_VERSION, LAB_SCRIPT, SLURM_RELEASE, Lab, LabUnavailable, find_or_start_lab
 
 HERE = Path(__file__).resolve().parent
 # The lab's job user (scripts/slurm-lab): the user of the token the gateway sends.
@@ -449,6 +449,7 @@ def contract_transcripts(
             gpus=0,
             min_job_age=10.0,  # the lab's MinJobAge
             workdir=str(workdir),
+            slurm_release=SLURM_RELEASE,  # the versions the lab serves, as the lab's release
         )
     ) as emulator:
         runs = ContractRuns({})

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import PROJECT, load_dag
 from tests.live_slurm.conftest import CLUSTER_ID, GATEWAY_TOKEN, Gateways, run_dag_capture
-from tests.live_slurm.lab import Lab
+from tests.live_slurm.lab import SLURM_RELEASE, Lab
 from tests.live_slurm.test_contract_live import EnvelopeClient, Reply, key_diff, type_diff
 from tests.waiting import wait_until
 
@@ -94,7 +94,13 @@ def both(gateways: Gateways, tmp_path_factory: pytest.TempPathFactory) -> tuple[
     real = run_array_script(EnvelopeClient(gateways.get("body").envelope_url(CLUSTER_ID), GATEWAY_TOKEN), "/tmp")
     workdir = tmp_path_factory.mktemp("array-contract")
     config = EmulatorConfig(
-        tokens=[GATEWAY_TOKEN], project=PROJECT, partitions=["debug"], cpus=2, min_job_age=10.0, workdir=str(workdir)
+        tokens=[GATEWAY_TOKEN],
+        project=PROJECT,
+        partitions=["debug"],
+        cpus=2,
+        min_job_age=10.0,
+        workdir=str(workdir),
+        slurm_release=SLURM_RELEASE,
     )
     with run_emulator(config) as emulator:
         emu = run_array_script(EnvelopeClient(emulator.envelope_url(CLUSTER_ID), GATEWAY_TOKEN), str(workdir))

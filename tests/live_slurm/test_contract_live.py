@@ -23,6 +23,7 @@ import requests
 
 from tests.fixtures import type_name
 from tests.live_slurm.conftest import TIMEOUT_RUN_BUDGET, ContractRuns
+from tests.live_slurm.lab import SLURM_RELEASE
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
@@ -636,7 +637,14 @@ def test_timeout_records_agree(timeout_run: Any, tmp_path: Any) -> None:
         timeout=60,
     )
     with run_emulator(
-        EmulatorConfig(tokens=[GATEWAY_TOKEN], partitions=["debug"], gpus=0, minute_seconds=1, workdir=str(tmp_path))
+        EmulatorConfig(
+            tokens=[GATEWAY_TOKEN],
+            partitions=["debug"],
+            gpus=0,
+            minute_seconds=1,
+            workdir=str(tmp_path),
+            slurm_release=SLURM_RELEASE,
+        )
     ) as emulator:
         client = EnvelopeClient(emulator.envelope_url(CLUSTER_ID), GATEWAY_TOKEN)
         job = {

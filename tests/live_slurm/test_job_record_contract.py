@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import CLUSTER, connection_uri_env
 from tests.live_slurm.conftest import make_hook
+from tests.live_slurm.lab import SLURM_RELEASE
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
@@ -51,7 +52,7 @@ def test_emulator_and_slurm_agree_on_a_job_writing_its_own_record(
     from airflow_provider_slurmapi.hooks.slurm import SlurmApiHook
 
     real_seen, real_final = _run(make_hook(gateway), "/tmp")
-    emulator = emulator_factory(min_job_age=60.0)
+    emulator = emulator_factory(min_job_age=60.0, slurm_release=SLURM_RELEASE)
     monkeypatch.setenv("AIRFLOW_CONN_EMULATOR", connection_uri_env(emulator, credentials_file))
     emu_seen, emu_final = _run(SlurmApiHook(gcp_conn_id="emulator", **CLUSTER), str(emulator.config.workdir))
 

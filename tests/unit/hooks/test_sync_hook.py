@@ -151,6 +151,26 @@ def test_wrong_cluster_and_missing_permission(emulator_factory: Any, credentials
         make_hook().get_job(1)
 
 
+@pytest.mark.parametrize(("region", "served"), [("us-centrl1", None), ("europe-west4", ["us-central1"])])
+def test_a_region_the_api_does_not_serve_fails_at_once_naming_region_and_cluster(
+    region: str, served: list[str] | None, emulator_factory: Any, credentials_file: Any, monkeypatch: Any
+) -> None:
+    """A typo in a templated region that is still a region's shape: the API's 404 NOT_FOUND, not retried."""
+    from airflow_provider_slurmapi.slurm.api.errors import is_permanent
+    from tests.conftest import connection_uri_env
+
+    emulator = emulator_factory(**({"regions": served} if served else {}))
+    monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", connection_uri_env(emulator, credentials_file))
+    with pytest.raises(ClusterNotFoundError) as caught:
+        make_hook(region=region).submit_job(job_spec(emulator.config.workdir), QUICK)
+    message = str(caught.value)
+    assert f"region={region}" in message and "cluster_id=demo-cluster" in message, message
+    assert f"locations/{region}` not found" in message and "Check project_id, region and cluster_id" in message
+    assert is_permanent(caught.value)
+    assert emulator.calls()["total"] == 1, "the provider tried again what no retry can fix"
+    assert emulator.jobs() == []
+
+
 def test_large_request_is_refused_before_sending(gcp_connection: Any) -> None:
     hook = make_hook()
     hook.get_job(1)  # warm up: token and session
