@@ -74,7 +74,7 @@ COMPILE  := $(UV) pip compile --quiet --python-version 3.11 --python-platform x8
 UV_VENV   = @test -x $(1)/bin/python || $(UV) venv --quiet --python 3.11 $(1) 2>/dev/null || $(UV) venv --quiet $(1)
 
 .PHONY: demo test test-fast test-slurm test-slurm-26 test-airflow2 test-airflow2105 test-airflow31 test-airflow34 test-deployment test-deployment-airflow2 \
-	test-deployment-airflow2105 test-deployment-airflow3x test-deployment-scale deployment-deps lint bench slurm-lab-up slurm-lab-down \
+	test-deployment-airflow2105 test-deployment-airflow3x test-deployment-scale deployment-deps lint bench bench-quick test-bare-debian slurm-lab-up slurm-lab-down \
 	clean install lock dist pins docs
 
 $(VENV)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK) | $(UV)
@@ -185,9 +185,10 @@ test: install slurm-lab-up
 		test-fast test-slurm test-slurm-26)
 	$(call TIMED,deployment-3.3,$(MAKE) --no-print-directory test-deployment)
 	$(call TIMED,deployment-3.2+airflow-2.11,$(MAKE) --no-print-directory -j2 --output-sync=target test-deployment-airflow3x test-airflow2)
-	$(call TIMED,deployment-2.11+airflow-2.10.5,$(MAKE) --no-print-directory -j2 --output-sync=target test-deployment-airflow2 test-airflow2105)
-	$(call TIMED,deployment-2.10.5+package+airflow-3.1+3.4,$(MAKE) --no-print-directory -j2 --output-sync=target \
-		test-deployment-airflow2105 pins test-airflow31 test-airflow34)
+	$(call TIMED,deployment-2.11+airflow-2.10.5+bench-quick,$(MAKE) --no-print-directory -j2 --output-sync=target \
+		test-deployment-airflow2 test-airflow2105 bench-quick)
+	$(call TIMED,deployment-2.10.5+package+airflow-3.1+3.4+bare-debian,$(MAKE) --no-print-directory -j2 --output-sync=target \
+		test-deployment-airflow2105 pins test-airflow31 test-airflow34 test-bare-debian)
 
 ## A real deployment on the real Slurm lab, driven through the REST API; prints the FIGURE lines it
 ## measures. On 3.3 it runs as Cloud Composer 3 does (tests/deployment/harness.py): PostgreSQL, the
@@ -294,9 +295,19 @@ lint: install
 	$(VENV)/bin/mypy
 	$(VENV)/bin/shellcheck $(SHELL_SCRIPTS)
 
-## Benchmarks (bench/README.md): ratios against baselines measured in the same run.
+## Benchmarks (bench/README.md): ratios against baselines measured in the same run. They run in the
+## main venv (`make install`), not the demo's. `make bench-quick` is the smoke run `make test` runs so that
+## no part rots: it fails when a part crashes, never on a figure.
 bench: install
 	$(PY) bench/run.py
+
+bench-quick: install
+	$(PY) bench/run.py --quick
+
+## The README's two commands on a bare Debian 12 (python3, git and make only) in a debootstrap chroot
+## under /var/tmp, reused warm (scripts/test-bare-debian; as root).
+test-bare-debian:
+	scripts/test-bare-debian
 
 slurm-lab-up:
 	scripts/slurm-lab up
