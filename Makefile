@@ -1,4 +1,5 @@
-# Two commands matter: `make demo` and `make test`. Both build .venv with uv first.
+# Two commands matter: `make demo` and `make test`. Each builds its own venv with uv first (the demo's
+# .venv-demo holds only what it runs; .venv holds the test and dev tools too).
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PYTHON ?= python3
@@ -43,6 +44,17 @@ VENV34 ?= .venv-airflow34
 PY34   := $(VENV34)/bin/python
 AIRFLOW_34_PINS ?= "apache-airflow==3.4.0b2" "apache-airflow-core==3.4.0b2" "apache-airflow-task-sdk==1.4.0b2"
 
+# uv makes every venv and installs into it: the uv on PATH, else uv of the version pinned in
+# scripts/bootstrap_uv.py, which that script downloads with the standard library alone (checked against
+# its pinned sha256) into .tools/ (git-ignored). A bare Debian 12 has neither pip nor a working venv
+# module in its python3, and uv needs neither (`make test-bare-debian` proves it there).
+UV_ON_PATH := $(shell command -v uv 2>/dev/null)
+UV_PINNED  := $(CURDIR)/.tools/uv-$(shell sed -n 's/^VERSION = "\(.*\)"$$/\1/p' scripts/bootstrap_uv.py)/uv
+UV         ?= $(or $(UV_ON_PATH),$(UV_PINNED))
+
+$(UV_PINNED):
+	$(PYTHON) scripts/bootstrap_uv.py >/dev/null
+
 # The lock files pin every package of the test venvs (resolved for CI: Linux x86_64, Python 3.11), so
 # two installs on two days get the same versions; the install targets use them as constraints.
 # `make lock` rewrites them after a change of pyproject.toml or of the Airflow pins above, keeping every
@@ -57,25 +69,23 @@ LOCK34   := requirements/test-lock-airflow34.txt
 AIRFLOW_2 ?= "apache-airflow==2.11.*" apache-airflow-providers-google
 # The test tools are PEP 735 dependency groups of pyproject.toml (never published): `test` in every
 # venv, `dev` (linters, build, twine) in the main one only.
-COMPILE  := uv pip compile --quiet --python-version 3.11 --python-platform x86_64-unknown-linux-gnu \
+COMPILE  := $(UV) pip compile --quiet --python-version 3.11 --python-platform x86_64-unknown-linux-gnu \
 	--custom-compile-command "make lock" --no-emit-package slurmapi-emulator --group test $(LOCK_FLAGS) pyproject.toml
-UV_VENV   = @command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv; \
-	test -x $(1)/bin/python || uv venv --quiet --python 3.11 $(1) 2>/dev/null || uv venv --quiet $(1)
+UV_VENV   = @test -x $(1)/bin/python || $(UV) venv --quiet --python 3.11 $(1) 2>/dev/null || $(UV) venv --quiet $(1)
 
 .PHONY: demo test test-fast test-slurm test-slurm-26 test-airflow2 test-airflow2105 test-airflow31 test-airflow34 test-deployment test-deployment-airflow2 \
-	test-deployment-airflow2105 test-deployment-airflow3x test-deployment-scale deployment-deps lint bench slurm-lab-up slurm-lab-down \
+	test-deployment-airflow2105 test-deployment-airflow3x test-deployment-scale deployment-deps lint bench bench-quick test-bare-debian slurm-lab-up slurm-lab-down \
 	clean install lock dist pins docs
 
-$(VENV)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK)
+$(VENV)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK) | $(UV)
 	$(call UV_VENV,$(VENV))
-	uv pip install --quiet -p $(PY) -c $(LOCK) -e . --group test --group dev
+	$(UV) pip install --quiet -p $(PY) -c $(LOCK) -e . --group test --group dev
 	@touch $@
 
 install: $(VENV)/.installed
 
 ## Rewrite the lock files of the six test venvs (see LOCK above); commit them with the change.
-lock:
-	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
+lock: | $(UV)
 	$(COMPILE) --group dev -o $(LOCK)
 	printf '%s\n' $(AIRFLOW_2) | $(COMPILE) - -o $(LOCK2)
 	$(COMPILE) -c $(COMPOSER_2105) -o $(LOCK2105)
@@ -84,34 +94,43 @@ lock:
 	printf '%s\n' $(AIRFLOW_34_PINS) apache-airflow-providers-google | $(COMPILE) - -o $(LOCK34)
 
 # Airflow 2.11 beside the main (3.x) venv, for the compatibility run.
-$(VENV2)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK2)
+$(VENV2)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK2) | $(UV)
 	$(call UV_VENV,$(VENV2))
-	uv pip install --quiet -p $(PY2) -c $(LOCK2) $(AIRFLOW_2) -e . --group test
+	$(UV) pip install --quiet -p $(PY2) -c $(LOCK2) $(AIRFLOW_2) -e . --group test
 	@touch $@
 
-$(VENV2105)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK2105) $(COMPOSER_2105)
+$(VENV2105)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK2105) $(COMPOSER_2105) | $(UV)
 	$(call UV_VENV,$(VENV2105))
-	uv pip install --quiet -p $(PY2105) -c $(COMPOSER_2105) -c $(LOCK2105) -e . --group test
+	$(UV) pip install --quiet -p $(PY2105) -c $(COMPOSER_2105) -c $(LOCK2105) -e . --group test
 	@touch $@
 
-$(VENV31)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK31)
+$(VENV31)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK31) | $(UV)
 	$(call UV_VENV,$(VENV31))
-	uv pip install --quiet -p $(PY31) -c $(LOCK31) "apache-airflow==$(AIRFLOW_31)" apache-airflow-providers-google -e . --group test
+	$(UV) pip install --quiet -p $(PY31) -c $(LOCK31) "apache-airflow==$(AIRFLOW_31)" apache-airflow-providers-google -e . --group test
 	@touch $@
 
-$(VENV3X)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK3X)
+$(VENV3X)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK3X) | $(UV)
 	$(call UV_VENV,$(VENV3X))
-	uv pip install --quiet -p $(PY3X) -c $(LOCK3X) "apache-airflow==$(AIRFLOW_3X)" apache-airflow-providers-google $(AIRFLOW_3X_PINS) -e . --group test
+	$(UV) pip install --quiet -p $(PY3X) -c $(LOCK3X) "apache-airflow==$(AIRFLOW_3X)" apache-airflow-providers-google $(AIRFLOW_3X_PINS) -e . --group test
 	@touch $@
 
-$(VENV34)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK34)
+$(VENV34)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK34) | $(UV)
 	$(call UV_VENV,$(VENV34))
-	uv pip install --quiet -p $(PY34) -c $(LOCK34) $(AIRFLOW_34_PINS) apache-airflow-providers-google -e . --group test
+	$(UV) pip install --quiet -p $(PY34) -c $(LOCK34) $(AIRFLOW_34_PINS) apache-airflow-providers-google -e . --group test
 	@touch $@
 
-## Run example_dags/example_slurm_submit.py end to end against the local emulator.
-demo: install
-	$(PY) scripts/demo.py
+# The demo's own venv: the provider (with Airflow and the Google provider) and the emulator, nothing of
+# the test and dev groups, at the versions the main lock pins (a constraints file for that subset).
+VENV_DEMO ?= .venv-demo
+PY_DEMO   := $(VENV_DEMO)/bin/python
+$(VENV_DEMO)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK) | $(UV)
+	$(call UV_VENV,$(VENV_DEMO))
+	$(UV) pip install --quiet -p $(PY_DEMO) -c $(LOCK) -e . -e ./emulator
+	@touch $@
+
+## Run example_dags/example_slurm_submit.py end to end against the local emulator (in .venv-demo).
+demo: $(VENV_DEMO)/.installed
+	$(PY_DEMO) scripts/demo.py
 
 ## The documentation site (docs/, Sphinx) in docs/_build/html, every warning an error. `make test` runs
 ## the same build in tests/docs/test_docs.py (with a page and a config option added), not twice.
@@ -166,9 +185,10 @@ test: install slurm-lab-up
 		test-fast test-slurm test-slurm-26)
 	$(call TIMED,deployment-3.3,$(MAKE) --no-print-directory test-deployment)
 	$(call TIMED,deployment-3.2+airflow-2.11,$(MAKE) --no-print-directory -j2 --output-sync=target test-deployment-airflow3x test-airflow2)
-	$(call TIMED,deployment-2.11+airflow-2.10.5,$(MAKE) --no-print-directory -j2 --output-sync=target test-deployment-airflow2 test-airflow2105)
-	$(call TIMED,deployment-2.10.5+package+airflow-3.1+3.4,$(MAKE) --no-print-directory -j2 --output-sync=target \
-		test-deployment-airflow2105 pins test-airflow31 test-airflow34)
+	$(call TIMED,deployment-2.11+airflow-2.10.5+bench-quick,$(MAKE) --no-print-directory -j2 --output-sync=target \
+		test-deployment-airflow2 test-airflow2105 bench-quick)
+	$(call TIMED,deployment-2.10.5+package+airflow-3.1+3.4+bare-debian,$(MAKE) --no-print-directory -j2 --output-sync=target \
+		test-deployment-airflow2105 pins test-airflow31 test-airflow34 test-bare-debian)
 
 ## A real deployment on the real Slurm lab, driven through the REST API; prints the FIGURE lines it
 ## measures. On 3.3 it runs as Cloud Composer 3 does (tests/deployment/harness.py): PostgreSQL, the
@@ -239,7 +259,7 @@ test-airflow2105: $(VENV2105)/.installed slurm-lab-up
 ## The sdist and the wheel as PyPI takes them (dist/), checked by twine (strict: a warning fails).
 dist: install
 	rm -rf dist
-	$(PY) -m build --installer uv --outdir dist .
+	$(if $(UV_ON_PATH),,PATH="$(dir $(UV)):$$PATH") $(PY) -m build --installer uv --outdir dist .
 	$(VENV)/bin/twine check --strict dist/*
 
 ## The wheel resolved on top of each Cloud Composer pin set (requirements/composer/): fails if a pin
@@ -275,9 +295,19 @@ lint: install
 	$(VENV)/bin/mypy
 	$(VENV)/bin/shellcheck $(SHELL_SCRIPTS)
 
-## Benchmarks (bench/README.md): ratios against baselines measured in the same run.
+## Benchmarks (bench/README.md): ratios against baselines measured in the same run. They run in the
+## main venv (`make install`), not the demo's. `make bench-quick` is the smoke run `make test` runs so that
+## no part rots: it fails when a part crashes, never on a figure.
 bench: install
 	$(PY) bench/run.py
+
+bench-quick: install
+	$(PY) bench/run.py --quick
+
+## The README's two commands on a bare Debian 12 (python3, git and make only) in a debootstrap chroot
+## under /var/tmp, reused warm (scripts/test-bare-debian; as root).
+test-bare-debian:
+	scripts/test-bare-debian
 
 slurm-lab-up:
 	scripts/slurm-lab up

@@ -248,6 +248,7 @@ class BenchTaskInstance:
         self.dag_id, self.task_id, self.run_id = "bench_start", "train", run_id
         self.map_index, self.try_number = map_index, try_number
         self.xcoms: dict[str, Any] = {}
+        self.stats_tags: dict[str, str] = {}  # Airflow 3.3's execute_resumable reads its team_name
 
     def xcom_push(self, key: str, value: Any) -> None:
         self.xcoms[key] = value

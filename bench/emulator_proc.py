@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -31,6 +32,20 @@ CONTROL_HEADER = "X-Emulator-Control-Token"
 CONTROL_TOKEN_FILE_ENV = "SLURMAPI_EMULATOR_CONTROL_TOKEN_FILE"  # tells a case process where the token is
 
 
+TAG_SECRET_ENV = "AIRFLOW__SLURMAPI__TAG_SECRET"
+GOAL_MISSED = 3
+"""The exit code of a part that ran to the end and missed a goal; any other non-zero code is a crash
+(an uncaught exception exits 1), which ``run.py`` fails on."""
+
+
+def set_tag_secret() -> None:
+    """Give this process and its children a tag key, as a deployment that manages its secrets does
+    (``[slurmapi] tag_secret``, docs/security.md), unless one is set. Without it the provider keeps its
+    key in an Airflow Variable, which on Airflow 3 only a running task can read: a task start outside a
+    deployment would fail with that ConfigurationError (and a first use would wait 20 s for the key to settle)."""
+    os.environ.setdefault(TAG_SECRET_ENV, secrets.token_urlsafe(32))
+
+
 def run_in_airflow_home(prefix: str, bench: Callable[[Path], Coroutine[Any, Any, int]]) -> int:
     """``asyncio.run(bench(tmp))`` in a throwaway directory that is also Airflow's home (no examples, warnings
     only, no ambient Google credentials): what every client-side benchmark needs; removed afterwards."""
@@ -41,6 +56,7 @@ def run_in_airflow_home(prefix: str, bench: Callable[[Path], Coroutine[Any, Any,
         AIRFLOW__LOGGING__LOGGING_LEVEL="WARNING",
     )
     os.environ.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
+    set_tag_secret()
     try:
         return asyncio.run(bench(tmp))
     finally:

@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.emulator_proc import run_in_airflow_home  # noqa: E402
+from bench.emulator_proc import GOAL_MISSED, run_in_airflow_home  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,7 +90,7 @@ async def _bench(tmp: Path, sizes: list[int], rounds: int) -> int:
             )
             for job_id in ids:
                 sync.cancel_job(job_id)
-    return 0 if ok else 1
+    return 0 if ok else GOAL_MISSED
 
 
 if __name__ == "__main__":

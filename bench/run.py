@@ -33,7 +33,7 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from emulator_proc import Emulator, start_emulator  # noqa: E402
+from emulator_proc import GOAL_MISSED, Emulator, set_tag_secret, start_emulator  # noqa: E402
 
 # The goals: calls and CPU of the shared poller, parse cost, hook overhead.
 GOAL_MAX_CALLS_PER_INTERVAL = 2.0
@@ -626,53 +626,60 @@ def report_multiproc(
     ]
 
 
+# -- the parts that are scripts of their own ---------------------------------------------------------
+class PartCrashed(RuntimeError):
+    """A part stopped before its end (an exception, not a missed goal): the bench run fails."""
+
+
+def run_part(script: str, *args: str) -> bool:
+    """``bench/SCRIPT`` in its own process (its table is printed as it runs): True when its goals were
+    met, False when it ran to the end and missed one; a crash raises :class:`PartCrashed`."""
+    code = subprocess.run([sys.executable, str(BENCH / script), *args], check=False).returncode
+    if code not in (0, GOAL_MISSED):
+        raise PartCrashed(f"bench/{script} {' '.join(args)} exited {code} before its end (its output is above)")
+    return code == 0
+
+
 # -- progress reads ---------------------------------------------------------------------------------
 def bench_progress(sizes: str) -> bool:
     """``bench/progress_reads.py`` in its own process (its table is printed as it runs)."""
     print("\nprogress reads per poll round (baseline: the same jobs without progress; naive: one read each)")
-    script = Path(__file__).resolve().parent / "progress_reads.py"
-    return subprocess.run([sys.executable, str(script), "--n", sizes], check=False).returncode == 0
+    return run_part("progress_reads.py", "--n", sizes)
 
 
 # -- job arrays ---------------------------------------------------------------------------------------
 def bench_arrays(tasks: int, throttle: int) -> bool:
     """``bench/array_watch.py`` in its own process (its table is printed as it runs)."""
     print(f"\nwatching a job array of {tasks} tasks (baselines: an array of 10 tasks, {tasks} single jobs)")
-    script = Path(__file__).resolve().parent / "array_watch.py"
-    args = [sys.executable, str(script), "--tasks", str(tasks), "--throttle", str(throttle)]
-    return subprocess.run(args, check=False).returncode == 0
+    return run_part("array_watch.py", "--tasks", str(tasks), "--throttle", str(throttle))
 
 
 # -- triggerer restart ------------------------------------------------------------------------------
 def bench_restart(sizes: str) -> bool:
     """``bench/restart_cost.py`` in its own process (its table is printed as it runs)."""
     print("\ntriggerer restart: calls until every rebuilt trigger's job is read (baseline: one GET /job/{id} each)")
-    script = Path(__file__).resolve().parent / "restart_cost.py"
-    return subprocess.run([sys.executable, str(script), "--n", sizes], check=False).returncode == 0
+    return run_part("restart_cost.py", "--n", sizes)
 
 
 # -- calls per task -----------------------------------------------------------------------------------
 def bench_calls(tasks: int) -> bool:
     """``bench/calls_per_task.py`` in its own process (its table is printed as it runs)."""
     print("\ncalls per task: started and resumed, api_version auto against a fixed one (the baseline)")
-    script = Path(__file__).resolve().parent / "calls_per_task.py"
-    return subprocess.run([sys.executable, str(script), "--tasks", str(tasks)], check=False).returncode == 0
+    return run_part("calls_per_task.py", "--tasks", str(tasks))
 
 
 # -- accounting lag ---------------------------------------------------------------------------------
 def bench_history(repeats: int) -> bool:
     """``bench/history_lag.py`` in its own process (its table is printed as it runs)."""
     print("\nthe emulator's accounting lag: history_delay=1 against no delay (baseline), same run")
-    script = Path(__file__).resolve().parent / "history_lag.py"
-    return subprocess.run([sys.executable, str(script), "--repeats", str(repeats)], check=False).returncode == 0
+    return run_part("history_lag.py", "--repeats", str(repeats))
 
 
 # -- job readers ------------------------------------------------------------------------------------
 def bench_readers(n: int) -> bool:
     """``bench/reader_cost.py`` in its own process: CPU per record against commit a54c149's readers."""
     print("\njob readers: CPU per record, this tree against a54c149 (same answers, same run)")
-    script = Path(__file__).resolve().parent / "reader_cost.py"
-    return subprocess.run([sys.executable, str(script), "--n", str(n)], check=False).returncode == 0
+    return run_part("reader_cost.py", "--n", str(n))
 
 
 # -- main ---------------------------------------------------------------------------------------------
@@ -738,6 +745,7 @@ def main(argv: list[str] | None = None) -> int:
     multi = [int(x) for x in (args.multi or ("4,250,10,25" if args.quick else "4,2500,10,100")).split(",")]
     if len(multi) != 4 or min(multi) < 1:
         parser.error(f"--multi={args.multi!r}: give four positive numbers, PROCS,TRIGGERS,CLUSTERS,PEER_TRIGGERS")
+    set_tag_secret()  # every case process inherits it (and so does the baseline code's)
     started = time.perf_counter()
     goals: list[tuple[str, bool]] = []
 

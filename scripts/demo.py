@@ -5,6 +5,11 @@ service-account key, points ``google_cloud_default`` at it, migrates a throw-awa
 ``.demo/airflow`` and runs ``example_dags/example_slurm_submit.py`` with ``dag.test()`` (deferrable:
 the trigger runs in the same process). Prints SUCCESS or the failure, and stops the emulator.
 
+The demo's deployment sets its own tag key (``[slurmapi] tag_secret``, a fresh random one per run, as a
+deployment that manages its secrets does: docs/security.md): without one, the first task of an Airflow 3
+deployment creates the key and waits 20 s for it to settle (tag_secret.SETTLE_SECONDS), which a demo
+of one task need not show.
+
 A run that succeeded but logged an error or a traceback is a failure too: a user's first run must be
 clean. ``SLURMAPI_DEMO_DIR`` puts the demo's files elsewhere than ``.demo`` (the tests use it).
 """
@@ -14,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -70,6 +76,7 @@ def main() -> int:
                     }
                 ),
                 "SLURMAPI_WORKDIR": str(DEMO / "jobs"),
+                "AIRFLOW__SLURMAPI__TAG_SECRET": secrets.token_urlsafe(32),
             }
         )
         print("Migrating a throw-away Airflow database in .demo/airflow ...")

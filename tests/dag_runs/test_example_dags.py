@@ -147,3 +147,4 @@ def test_make_demo_runs_clean(tmp_path: Path) -> None:
     assert "Slurm job" in log, "the demo's log holds the run"
     assert not log_problems(log), log_problems(log)
     assert not log_problems(run.stdout + run.stderr)
+    assert "slurmapi_tag_secret" not in log, "the demo sets its own tag key: no Variable created, no wait"
