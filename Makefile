@@ -242,9 +242,11 @@ test-airflow31: $(VENV31)/.installed
 	$(PY31) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not slurm and not deployment" $(AIRFLOW_UNIT_SUITES) \
 		tests/dag_runs/test_tag_key.py
 
-## The unit suites on the next Airflow, 3.4.0b2 (a pre-release, pinned: AIRFLOW_34_PINS).
+## The unit suites and the example DAGs' runs on the next Airflow, 3.4.0b2 (a pre-release, pinned:
+## AIRFLOW_34_PINS); `make demo` runs on the main venv.
 test-airflow34: $(VENV34)/.installed
-	$(PY34) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not slurm and not deployment" $(AIRFLOW_UNIT_SUITES)
+	$(PY34) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not slurm and not deployment" $(AIRFLOW_UNIT_SUITES) \
+		tests/dag_runs/test_example_dags.py --deselect tests/dag_runs/test_example_dags.py::test_make_demo_runs_clean
 
 ## The same on Airflow 2.10.5 under the pins of Composer's composer-2.15.3-airflow-2.10.5 image; then, on
 ## real Slurm with nothing configured, the exactly-once cases that have no task state store to lean on

@@ -5,7 +5,7 @@ one line ending in ``.sh``, ``.sbatch``, ``.slurm`` or ``.bash``); the decorator
 are those of :class:`SlurmSubmitJobOperator` (``job``, ``region``, ``cluster_id``, ``deferrable``...).
 The function runs on the worker when the task starts.
 
-The returned text is submitted as it is, not rendered by Jinja (``@task.bash`` renders its command):
+The returned text is submitted byte for byte, not rendered by Jinja (``@task.bash`` renders its command):
 the function already has its arguments rendered and any context key it names, and a value it was
 given (``dag_run.conf`` is anyone's to set) must never be evaluated as a template. A returned path
 is read from the DAG folder (and ``template_searchpath``) and rendered, as ``script="train.sh"`` is:
@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_provider_slurmapi._compat import AIRFLOW_V_3_0_PLUS
-from airflow_provider_slurmapi.operators.slurm import SlurmSubmitJobOperator, is_script_path
+from airflow_provider_slurmapi.operators.slurm import SlurmSubmitJobOperator, check_line_breaks, is_script_path
 from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError
 
 if AIRFLOW_V_3_0_PLUS:
@@ -103,6 +103,8 @@ class _SlurmDecoratedOperator(DecoratedOperator, SlurmSubmitJobOperator):  # typ
         self.script = script
         if is_script_path(script):  # a file of the DAG folder: read and rendered as script="train.sh" is
             self._script_file = script
+        else:  # submitted byte for byte: only sbatch's rule on line breaks applies
+            check_line_breaks(script, f"The script @task.slurm function {name!r} returned", rendered=True)
         return super().execute(context)
 
 

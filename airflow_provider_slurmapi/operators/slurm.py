@@ -103,7 +103,7 @@ def read_script_file(jinja_env: jinja2.Environment, path: str, *, field: str = "
     try:
         if jinja_env.loader is None:
             raise jinja2.TemplateNotFound(path)
-        source: str = jinja_env.loader.get_source(jinja_env, path)[0]
+        source, filename, _ = jinja_env.loader.get_source(jinja_env, path)
     except jinja2.TemplateNotFound:
         why = (
             "names the script's file"
@@ -117,6 +117,9 @@ def read_script_file(jinja_env: jinja2.Environment, path: str, *, field: str = "
             f"template_searchpath{searched}. Put the file there, or give the script itself (several lines, "
             "starting with '#!')."
         ) from None
+    if filename:  # Jinja's loader reads in text mode, which turns \r\n into \n: look at the bytes
+        with open(filename, encoding="utf-8", errors="surrogateescape", newline="") as raw:
+            check_line_breaks(raw.read(), f"{field}={path!r} (the file {filename})", rendered=False, file=filename)
     return source
 
 
@@ -138,6 +141,32 @@ def _check_literal_time_limit(job: object) -> None:
     value = job["time_limit"]
     if isinstance(value, timedelta | int | str | Mapping) and "{{" not in repr(value) and "{%" not in repr(value):
         parse_time_limit(value)
+
+
+def check_line_breaks(text: str, where: str, *, rendered: bool, file: str | None = None) -> None:
+    """Refuse DOS line breaks in a script, as ``sbatch`` does; before rendering, any carriage return.
+
+    Slurm's REST API takes a ``\\r\\n`` script, and the job fails on the node (its interpreter is
+    ``/bin/bash\\r``), so it is refused before any call, as ``sbatch`` refuses it ("Batch script
+    contains DOS line breaks"). A template's source (``rendered=False``) may hold no ``\\r`` at all:
+    Jinja turns every ``\\r`` into a line break, so the script would not reach Slurm as written.
+    """
+    fix = f"dos2unix {file}" if file else "script.replace('\\r\\n', '\\n')"
+    if "\r\n" in text:
+        line = text[: text.index("\r\n")].count("\n") + 1
+        raise ConfigurationError(
+            f"{where} has DOS line breaks (\\r\\n), the first at the end of line {line}: sbatch refuses such "
+            "a script ('Batch script contains DOS line breaks'), and Slurm's REST API takes it, to fail on the "
+            f"node (bad interpreter '/bin/bash\\r'). Give it Unix line breaks (\\n): {fix}, or your editor's "
+            "LF setting (in git, '*.sh text eol=lf' in .gitattributes)."
+        )
+    if not rendered and "\r" in text:
+        line = text[: text.index("\r")].count("\n") + 1
+        raise ConfigurationError(
+            f"{where} has a carriage return (\\r) on line {line} that ends no line: Airflow renders the script "
+            "with Jinja, which would turn it into a line break, so the script would not reach Slurm as "
+            "written. Write it as the shell's escape instead, e.g. printf '\\r'."
+        )
 
 
 def _check_script_form(script: object) -> None:
@@ -283,6 +312,8 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
             script_path if script_path is not None else (script if is_script_path(script) else None)
         )
         self.script: str = script if script is not None else str(script_path)
+        if self._script_file is None and isinstance(script, str):
+            check_line_breaks(script, "script", rendered=False)  # the template's source, as written
         if self.script_written_in_dag and self._script_file is None and is_literal(script):
             _check_script_form(script)  # a one-liner that is neither a script nor a file: at parse time
         _check_literal_time_limit(self.job)
@@ -302,6 +333,26 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         self._resume_job: SlurmJob | None = None
         self._adopted = False
         self._polled = False
+
+    # -- rendering: the script as written, final newline included --------------------------------
+    def render_template(
+        self,
+        content: Any,
+        context: Context,
+        jinja_env: jinja2.Environment | None = None,
+        seen_oids: set[int] | None = None,
+    ) -> Any:
+        """Render as Airflow does, but keep a final newline, which Jinja drops by default
+        (``keep_trailing_newline=False``): the script reaches Slurm byte for byte.
+
+        Here, not in ``get_template_env``: Airflow's task runner (2.10 to 3.4) and mapped tasks pass the
+        DAG's environment in. An overlay of it keeps its loader, macros and filters, and leaves every
+        other operator of the DAG rendering as before.
+        """
+        env = jinja_env or self.get_template_env()
+        if not env.keep_trailing_newline:
+            env = env.overlay(keep_trailing_newline=True)
+        return super().render_template(content, context, env, seen_oids)
 
     # -- the script file -------------------------------------------------------------------------
     def resolve_template_files(self) -> None:
@@ -440,6 +491,8 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
             job_spec["name"] = f"{task.dag_id}.{task.task_id}"
             self.log.info("job.name was not set; naming the Slurm job %r.", job_spec["name"])
         _check_script_form(self.script)
+        if isinstance(self.script, str):  # a value rendered into it, or from XCom, was never looked at
+            check_line_breaks(self.script, "script (as rendered)", rendered=True)
         return prepare_task_submission(
             job_spec,
             self.script,
