@@ -23,10 +23,14 @@ Where the key comes from, in this order:
      directly, and created with the Task SDK's ``Variable.set``. That is an upsert, with no create-if-absent:
      every task that read "absent" before the first write lands writes a key of its own, and the last
      write wins. A key used before that last write would tag a job with a key the deployment no longer
-     holds. So a created key carries the time it was made (``<unix seconds>.<random>``), and a key younger
-     than :data:`SETTLE_SECONDS` is not used until it has stood unchanged that long (read again; a
-     newer key starts the wait again). Every write of the race comes from a read made before the first
-     write landed, so the race is over once the settle outlasts a write's way to the database.
+     holds. So a created key carries the time it was made (``<unix seconds>.<random>``), and a key that
+     may be that recent is not used until it has stood unchanged :data:`SETTLE_SECONDS` since this task
+     first read it, on this task's clock (read again; a newer key starts the wait again). Every write of
+     the race comes from a read made before the first write landed, so the race is over once the settle
+     outlasts a write's way to the database. The stamp comes from the creator's clock: a key is "recent"
+     when stamped less than :data:`SETTLE_SECONDS` + :data:`STAMP_SKEW_SECONDS` ago or in the future,
+     and the first task to see one stand records it (Variable :data:`SETTLED_VARIABLE_KEY`), so that
+     a key stamped by a fast clock costs one settle, not one per task until its stamp is reached.
 
    The key is created ONLY when every store answered "absent". Airflow's own ``Variable.get`` turns any
    read error into "absent" (a secrets backend that raises is logged and skipped; on 3.x every execution
@@ -40,6 +44,7 @@ place is refused the same way. A process keeps the key once it has read it from 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import re
@@ -79,9 +84,19 @@ SETTLE_SECONDS = 20.0
 """Airflow 3: how long a created key must stand unchanged before a task uses it. The racing writes all
 follow reads made before the first write landed; each reaches the database within one execution API
 round trip (seconds under load), so they are over well before this. Only the tasks of the first-use wave
-wait (up to this long, once); a key made longer ago, or one the deployment set, is used at once."""
+wait (this long, once, until one of them records the key settled); a key stamped more than this plus
+:data:`STAMP_SKEW_SECONDS` ago, or one the deployment set, is used at once."""
 SETTLE_ROUNDS = 5
 """Airflow 3: keys seen to replace one another before the try fails (its retry reads again)."""
+STAMP_SKEW_SECONDS = 120.0
+"""Airflow 3: how far the clock of the task that created a key may be behind this task's. A key is
+used at once only when its stamp is older than :data:`SETTLE_SECONDS` plus this: a creator whose clock
+is up to this far behind cannot make a key still being written look settled. Clocks synchronised by
+NTP (every Google Cloud VM, Composer) differ by milliseconds; this leaves room for a host whose clock
+drifted. A creator further behind than this may still race (``[slurmapi] tag_secret`` rules it out)."""
+SETTLED_VARIABLE_KEY = "slurmapi_tag_secret_settled"
+"""Airflow 3: the Variable in which the first task to see a recent key stand :data:`SETTLE_SECONDS`
+records it (a digest, never the key), so that later tasks use it after one more read."""
 
 _STAMPED = re.compile(r"(?P<made>[0-9]{10})\.[A-Za-z0-9_-]{43}")
 
@@ -171,29 +186,69 @@ def _shared_key() -> str:
                 f"The Slurm task tags need a secret key; {source} was created but reads back as absent. {_FIX}"
             )
     if AIRFLOW_V_3_0_PLUS:
-        value = _settled(value, read)
+        value = _settled(value, read, record=_SettledRecord(_read_settled_v3, _write_settled_v3))
     return _checked(value, source)
 
 
-def _settled(value: str, read: Callable[[], str | None]) -> str:
-    """``value``, once it has stood unchanged :data:`SETTLE_SECONDS` since it was made (Airflow 3's upsert:
-    a task that read "absent" before ``value`` was written may still be writing its own)."""
+class _SettledRecord:
+    """Which recent key a task has already seen stand (Variable :data:`SETTLED_VARIABLE_KEY`): a digest of
+    the key, so the record tells nothing of it. Best effort both ways: a record that cannot be read or
+    written only costs a wait, never a key used too early."""
+
+    def __init__(
+        self, read: Callable[[], str | None] = lambda: None, write: Callable[[str], None] = lambda digest: None
+    ) -> None:
+        self._read, self._write = read, write
+
+    @staticmethod
+    def digest(value: str) -> str:
+        return hashlib.sha256(b"slurmapi tag key settled\x00" + value.encode()).hexdigest()[:32]
+
+    def holds(self, value: str) -> bool:
+        try:
+            return self._read() == self.digest(value)
+        except Exception as exc:  # an unreadable record: settle as if there were none
+            log.info("Could not read the Airflow Variable %s (%s): settling the key.", SETTLED_VARIABLE_KEY, exc)
+            return False
+
+    def keep(self, value: str) -> None:
+        try:
+            self._write(self.digest(value))
+        except Exception as exc:  # the next tasks settle it again
+            log.info("Could not write the Airflow Variable %s: %s", SETTLED_VARIABLE_KEY, exc)
+
+
+def _settled(
+    value: str,
+    read: Callable[[], str | None],
+    *,
+    record: _SettledRecord | None = None,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
+    """``value``, once it may no longer be replaced (Airflow 3's upsert: a task that read "absent" before
+    ``value`` was written may still be writing its own): at once when its stamp is older than
+    :data:`SETTLE_SECONDS` + :data:`STAMP_SKEW_SECONDS` on this ``clock``, or ``record`` says another
+    task saw it stand; else once it has stood unchanged :data:`SETTLE_SECONDS` since this read, which
+    holds whatever the creator's clock said (a stamp in the future counts as made now)."""
+    record = record or _SettledRecord()
     for _ in range(SETTLE_ROUNDS):
         made = _made_at(value)
         if made is None:
             return value  # set by the deployment (or made before keys carried their time): nothing races it
-        wait = min(made, time.time()) + SETTLE_SECONDS - time.time()
-        if wait <= 0:
+        age = clock() - made
+        if age >= SETTLE_SECONDS + STAMP_SKEW_SECONDS or record.holds(value):
             return value
         log.info(
-            "The Airflow Variable %s was created %.1f s ago; waiting %.1f s for other first uses to finish writing.",
+            "The Airflow Variable %s holds a key stamped %s; waiting %.1f s for other first uses to finish writing.",
             VARIABLE_KEY,
-            SETTLE_SECONDS - wait,
-            wait,
+            f"{age:.1f} s ago" if age >= 0 else f"{-age:.1f} s ahead of this clock",
+            SETTLE_SECONDS,
         )
-        time.sleep(wait)
+        sleep(SETTLE_SECONDS)
         now = _read_with_retries(read)
         if now == value:
+            record.keep(value)
             return value
         if now is None:
             raise TagKeyUnreadableError(
@@ -238,7 +293,9 @@ def _read_with_retries(read: Callable[[], str | None]) -> str | None:
 
 
 def _from_backends(
-    backends: Sequence[Any], stand_in: tuple[type, Callable[[], str | None]] | None = None
+    backends: Sequence[Any],
+    stand_in: tuple[type, Callable[[], str | None]] | None = None,
+    key: str = VARIABLE_KEY,
 ) -> str | None:
     """The value from the first secrets backend that has it, in Airflow's order; ``stand_in`` (a backend
     class, a reader) reads in place of that backend (the one of Airflow's own Variables, whose "absent"
@@ -250,7 +307,7 @@ def _from_backends(
             if stand_in is not None and isinstance(backend, stand_in[0]):
                 value = stand_in[1]()
             else:
-                value = backend.get_variable(key=VARIABLE_KEY)
+                value = backend.get_variable(key=key)
         except _Unreadable:
             raise
         except Exception as exc:
@@ -266,7 +323,7 @@ def _new_key(made: float | None = None) -> str:
     return f"{math.ceil(time.time() if made is None else made):010d}.{secrets.token_urlsafe(32)}"
 
 
-def _read_v3() -> str | None:
+def _read_v3(key: str = VARIABLE_KEY) -> str | None:
     """Airflow 3: the secrets backends of a worker, with the execution API asked directly.
 
     The Task SDK's ``Variable.get`` (and its ``ExecutionAPISecretsBackend``) answers ``None`` for any
@@ -284,16 +341,18 @@ def _read_v3() -> str | None:
             f"The Slurm task tags need a secret key, and the Airflow Variable {VARIABLE_KEY!r} that keeps it can "
             f"only be read inside a running task on Airflow 3. {_FIX}"
         )
-    return _from_backends(ensure_secrets_backend_loaded(), (ExecutionAPISecretsBackend, _read_execution_api))
+    return _from_backends(
+        ensure_secrets_backend_loaded(), (ExecutionAPISecretsBackend, lambda: _read_execution_api(key)), key
+    )
 
 
-def _read_execution_api() -> str | None:
+def _read_execution_api(key: str = VARIABLE_KEY) -> str | None:
     from airflow.sdk.exceptions import AirflowRuntimeError, ErrorType
     from airflow.sdk.execution_time import task_runner
     from airflow.sdk.execution_time.comms import ErrorResponse, GetVariable, VariableResult
 
     try:
-        answer = task_runner.SUPERVISOR_COMMS.send(GetVariable(key=VARIABLE_KEY))
+        answer = task_runner.SUPERVISOR_COMMS.send(GetVariable(key=key))
     except AirflowRuntimeError as exc:
         raise _Unreadable(f"the execution API answered {exc.error.error.value}") from exc
     except Exception as exc:
@@ -310,6 +369,16 @@ def _create_v3(key: str) -> None:
     from airflow.sdk import Variable
 
     Variable.set(VARIABLE_KEY, key, description=_DESCRIPTION)
+
+
+def _read_settled_v3() -> str | None:
+    return _read_v3(SETTLED_VARIABLE_KEY)
+
+
+def _write_settled_v3(digest: str) -> None:
+    from airflow.sdk import Variable
+
+    Variable.set(SETTLED_VARIABLE_KEY, digest, description=_SETTLED_DESCRIPTION)
 
 
 def _read_v2() -> str | None:
@@ -337,6 +406,11 @@ def _create_v2(key: str) -> None:
 _DESCRIPTION = (
     "Random key of the Slurm task tags (airflow-provider-slurmapi), created once. Keep it secret; "
     "replacing it makes retries unable to recognise jobs submitted before."
+)
+
+_SETTLED_DESCRIPTION = (
+    f"Digest of the Slurm task tag key in {VARIABLE_KEY!r} once a task saw it stand unchanged "
+    "(airflow-provider-slurmapi): later tasks need not wait for it. Safe to delete."
 )
 
 __all__ = ["MIN_KEY_LENGTH", "VARIABLE_KEY", "TagKeyUnreadableError", "forget_cached_key", "tag_key"]

@@ -14,6 +14,11 @@ carries the submit's marker, and cancels it.
   longest the service may still make the job.
 - It writes nothing (its stdout and stderr go nowhere; the task log is closed by then), and keeps no
   file: no token or tag is left behind.
+- It runs isolated (``python -I``: neither the working directory, nor ``PYTHON*`` variables, nor the
+  user's site directory reach ``sys.path``), from ``/``, with only :data:`KEPT_ENVIRONMENT`: a
+  ``json.py`` planted in the task's working directory would otherwise be imported and read the
+  order, token included. It imports this package from where the task imported it
+  (:data:`_BOOTSTRAP`), without putting that directory on ``sys.path``.
 - It looks every :data:`PAUSE_SECONDS` until it finds the job(s) or the deadline passes, and cancels
   what it found. A job the task cancelled itself (the answer came before the kill ended the process)
   is cancelled again, which Slurm answers harmlessly.
@@ -48,9 +53,9 @@ PAUSE_SECONDS = 3.0
 CALL_RETRY_SECONDS = 10.0
 # The variables a reaper process keeps: enough to start Python and reach the network (proxies, CAs);
 # none of the task's connections, Variables or Airflow settings.
+# PYTHONPATH is not among them: ``-I`` ignores it, and the package is found by its own path (_BOOTSTRAP).
 KEPT_ENVIRONMENT = (
     "PATH",
-    "PYTHONPATH",
     "HOME",
     "LANG",
     "LC_ALL",
@@ -101,11 +106,37 @@ class ReapOrder:
         )
 
 
+# The reaper's working directory: it reads and writes no file, and only root can write here, so nothing
+# of the task's working directory (another user's, a DAG author's) is in reach.
+WORKING_DIRECTORY = "/"
+# What the isolated interpreter runs (``python -I -c _BOOTSTRAP <package directory's parent>``): this
+# package is loaded from the path the task loaded it from (site-packages, an editable checkout, a folder
+# on the task's PYTHONPATH), and nothing else is looked for there: the standard library and requests
+# come from the interpreter's own sys.path, never from that directory.
+_BOOTSTRAP = """\
+import importlib.machinery, importlib.util, sys
+spec = importlib.machinery.PathFinder.find_spec("airflow_provider_slurmapi", [sys.argv[1]])
+if spec is not None and spec.loader is not None:
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = package
+    spec.loader.exec_module(package)
+from airflow_provider_slurmapi.slurm.reaper import main
+sys.exit(main())
+"""
+
+
+def command() -> list[str]:
+    """The reaper's command line: this interpreter, isolated, loading this package from where it is."""
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return [sys.executable, "-I", "-c", _BOOTSTRAP, package_root]
+
+
 def spawn(order: ReapOrder) -> int:
     """Start a detached reaper with ``order`` on its stdin; its process id. Returns at once."""
     env = {name: os.environ[name] for name in KEPT_ENVIRONMENT if name in os.environ}
     process = subprocess.Popen(
-        [sys.executable, "-m", __name__],
+        command(),
+        cwd=WORKING_DIRECTORY,
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

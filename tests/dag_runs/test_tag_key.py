@@ -419,3 +419,109 @@ def test_a_key_that_vanishes_or_never_settles_fails_the_try_and_tags_nothing(
         tag_secret._settled(tag_secret._new_key(), lambda: next(replies))
     assert failed.value.permanent is False  # the task's retry reads again
     assert "AIRFLOW__SLURMAPI__TAG_SECRET" in str(failed.value)
+
+
+def _delete_settled_record() -> None:
+    from airflow.models.variable import Variable
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        session.query(Variable).filter(Variable.key == tag_secret.SETTLED_VARIABLE_KEY).delete()
+
+
+def test_a_key_stamped_in_the_future_settles_once_for_the_deployment_not_until_its_stamp(
+    airflow_db: Any,
+    gcp_connection: Any,
+    no_configured_key: None,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A key created by a task whose clock runs an hour fast: the first task waits one settle on its own
+    clock (not until the stamp) and records the key settled; the next task (another process) uses it
+    after one read. It used to make every task wait, for as long as the stamp was ahead."""
+    _airflow_3_only()
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
+    reads = 0
+
+    async def counting(request: Any, call_next: Any) -> Any:
+        nonlocal reads
+        reads += request.method == "GET"
+        return await call_next(request)
+
+    ahead = tag_secret._new_key(made=time.time() + 3600)
+    _set_variable(ahead)
+    caplog.set_level("INFO", logger=tag_secret.__name__)
+    seen = []
+    try:
+        for _ in ("first task", "next task"):
+            tag_secret.forget_cached_key()
+            reads = 0
+            with _execution_api_with(counting):
+                state, _ = run_dag(load_dag("slurm_scenarios.py", "completes"))
+            assert state == "success"
+            seen.append(reads)
+    finally:
+        _delete_settled_record()
+    assert seen == [2, 1], f"reads of the key by the first task and the next: {seen}"
+    assert "ahead of this clock; waiting 1.0 s for other first uses" in caplog.text
+    for job in gcp_connection.jobs():
+        words = str(job["comment"]).split()
+        run_id = next(word for word in words if word.startswith("run=")).removeprefix("run=")
+        assert task_tag("slurm_scenario_completes", "job", run_id, key=ahead.encode()) in words
+
+
+def test_a_key_from_a_creator_whose_clock_is_behind_still_settles(
+    airflow_db: Any,
+    gcp_connection: Any,
+    no_configured_key: None,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A task whose clock is 25 s behind created the key a moment ago: stamped 25 s back, longer ago than a
+    settle, so it was used at once; another first use's write landing just after this task's read then
+    replaced it, and the job carried a key the deployment no longer holds. It settles from the first read."""
+    _airflow_3_only()
+    monkeypatch.setenv("SLURMAPI_DEFERRABLE", "false")
+    behind = tag_secret._new_key(made=time.time() - 25)  # SETTLE_SECONDS is 1 s here: 25 s is well past it
+    late = tag_secret._new_key()
+    _set_variable(behind)
+    reads = 0
+
+    async def racing_writer(request: Any, call_next: Any) -> Any:
+        nonlocal reads
+        response = await call_next(request)
+        if request.method == "GET":
+            reads += 1
+            if reads == 1:
+                _set_variable(late)  # lands just after the first read was answered
+        return response
+
+    caplog.set_level("INFO", logger=tag_secret.__name__)
+    try:
+        with _execution_api_with(racing_writer):
+            state, _ = run_dag(load_dag("slurm_scenarios.py", "completes"))
+    finally:
+        _delete_settled_record()
+    assert state == "success"
+    tag, run_id = _tag_of_run(gcp_connection)
+    assert tag == task_tag("slurm_scenario_completes", "job", run_id, key=late.encode()), (
+        "the job carries the tag of a key that was replaced"
+    )
+    assert "s ago; waiting 1.0 s for other first uses" in caplog.text, "the key was used without a settle"
+    assert "Another task wrote the Airflow Variable" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("stamped", "sleeps"),
+    [(3600.0, [20.0]), (-25.0, [20.0]), (-(20.0 + tag_secret.STAMP_SKEW_SECONDS), [])],
+    ids=["an-hour-ahead", "25s-behind", "older-than-settle-and-skew"],
+)
+def test_the_settle_runs_on_the_readers_clock_from_its_first_read(stamped: float, sleeps: list[float]) -> None:
+    """With the real 20 s settle on a fake clock: a stamp in the future or one a slow creator made count
+    as made at this read (one settle of 20 s); only a stamp older than the settle plus the clock-skew
+    bound is used after one read."""
+    now = 1_800_000_000.0
+    slept: list[float] = []
+    value = tag_secret._new_key(made=now + stamped)
+    assert tag_secret._settled(value, lambda: value, clock=lambda: now, sleep=slept.append) == value
+    assert slept == sleeps

@@ -417,8 +417,9 @@ def test_sigterm_while_the_tag_key_settles_sends_no_job(deployment: Deployment, 
     from tests.conftest import settled_tag_key
 
     run = run_id("killkeywait")
-    # Stamped an hour ahead, as by a writer whose clock runs fast: every read waits the full 20 s, so the
-    # wait is there however late the worker starts the task.
+    # Stamped an hour ahead, as by a writer whose clock runs fast: counted as made at the task's first read,
+    # so the task waits the full 20 s from it however late the worker starts it (a new key: no task has
+    # recorded it settled).
     set_tag_key(deployment, _new_key(made=time.time() + 3600))
     sent: list[int] = []
     try:

@@ -23,8 +23,12 @@ from tests.conftest import DAGS_FOLDER, REPO, load_dag, run_dag, seed_tag_key
 from tests.waiting import wait_until
 
 
-def _worker(logical_date: datetime, log: Path | None = None) -> subprocess.Popen[str]:
-    """``dag.test()`` of the ``long`` scenario in a process of its own; its output piped, or in ``log``."""
+def _worker(logical_date: datetime, log: Path | None = None, cwd: Path = REPO) -> subprocess.Popen[str]:
+    """``dag.test()`` of the ``long`` scenario in a process of its own; its output piped, or in ``log``.
+
+    Run from ``cwd`` as a worker runs a task: with ``-P`` and the checkout on ``PYTHONPATH``, its own
+    imports never come from ``cwd`` (``airflow`` and ``celery`` are console scripts, whose ``sys.path``
+    starts with their ``bin`` directory, not the working directory)."""
     code = (
         "import runpy, sys, datetime\n"
         f"ns = runpy.run_path({str(DAGS_FOLDER / 'slurm_scenarios.py')!r})\n"
@@ -37,9 +41,9 @@ def _worker(logical_date: datetime, log: Path | None = None) -> subprocess.Popen
         "sys.exit(0 if run.state == 'success' else 1)\n"
     )
     return subprocess.Popen(
-        [sys.executable, "-c", code],
-        env=dict(os.environ, SLURMAPI_DEFERRABLE="false"),
-        cwd=REPO,
+        [sys.executable, "-P", "-c", code],
+        env=dict(os.environ, SLURMAPI_DEFERRABLE="false", PYTHONPATH=str(REPO)),
+        cwd=cwd,
         stdout=subprocess.PIPE if log is None else log.open("w"),
         stderr=subprocess.STDOUT,
         text=True,
@@ -80,7 +84,7 @@ def test_sigterm_during_the_submit_lets_the_answer_arrive_and_cancels_the_job(
 
 
 def _reaper_started_by(ancestor: int) -> bool:
-    """A reaper process (``python -m airflow_provider_slurmapi.slurm.reaper``) runs below ``ancestor``."""
+    """A reaper process (its command line names ``airflow_provider_slurmapi.slurm.reaper``) runs below ``ancestor``."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -97,16 +101,12 @@ def _reaper_started_by(ancestor: int) -> bool:
     return False
 
 
-def test_sigkill_before_the_answer_leaves_the_cancel_to_the_reaper(
-    airflow_db: Any, gcp_connection: Any, tmp_path: Path
-) -> None:
-    """Answered 30 s late; SIGKILL once on_kill has started the reaper (before the answer): the task never
-    learns the job's id, and the reaper process, which outlives it, finds the job by its send marker and
-    cancels it."""
-    gcp_connection.add_fault("slow=30@submit")
-    log = tmp_path / "worker.log"
-    worker = _worker(datetime(2026, 3, 6, tzinfo=UTC), log=log)
-    job = _made_job(gcp_connection, worker)
+def _sigkill_before_the_answer(emulator: Any, logical_date: datetime, log: Path, cwd: Path = REPO) -> None:
+    """Answered 30 s late; SIGKILL once on_kill has started the reaper (before the answer): the job ends
+    CANCELLED, by the reaper (the task never learnt its id), and it is the only one."""
+    emulator.add_fault("slow=30@submit")
+    worker = _worker(logical_date, log=log, cwd=cwd)
+    job = _made_job(emulator, worker)
     worker.send_signal(signal.SIGTERM)
     # on_kill runs in the signal handler and starts the reaper: SIGKILL once it has handed the reaper its
     # order (logged after the order is written), as Airflow's SIGKILL comes 5 s after the SIGTERM. The
@@ -118,8 +118,48 @@ def test_sigkill_before_the_answer_leaves_the_cancel_to_the_reaper(
     output = log.read_text()
     assert "Task killed while its Slurm job was being submitted" in output, output[-3000:]
     assert "cancels the job carrying slurmapi-send=" in output, output[-3000:]
-    gcp_connection.wait_for_state(job["job_id"], ["CANCELLED"], timeout=60)
-    assert [j["job_id"] for j in gcp_connection.jobs() if j["name"] == "scenario-long"] == [job["job_id"]]
+    emulator.wait_for_state(job["job_id"], ["CANCELLED"], timeout=60)
+    assert [j["job_id"] for j in emulator.jobs() if j["name"] == "scenario-long"] == [job["job_id"]]
+
+
+def test_sigkill_before_the_answer_leaves_the_cancel_to_the_reaper(
+    airflow_db: Any, gcp_connection: Any, tmp_path: Path
+) -> None:
+    """The task never learns the job's id, and the reaper process, which outlives it, finds the job by its
+    send marker and cancels it."""
+    _sigkill_before_the_answer(gcp_connection, datetime(2026, 3, 6, tzinfo=UTC), tmp_path / "worker.log")
+
+
+# Planted in a task's working directory by someone who can write there: imported, it notes by whom
+# (the reaper's order, token included, would be in reach), then hands over to the real module.
+_PLANTED = """\
+import importlib, os, sys
+with open({note!r} + __name__, "a") as note:
+    note.write(" ".join(sys.argv) + "\\n")
+here, saved = os.path.dirname(os.path.abspath(__file__)), sys.path[:]
+sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != here]
+del sys.modules[__name__]
+try:
+    importlib.import_module(__name__)
+finally:
+    sys.path[:] = saved
+"""
+
+
+def test_the_reaper_imports_nothing_from_the_tasks_working_directory(
+    airflow_db: Any, gcp_connection: Any, tmp_path: Path
+) -> None:
+    """A task run from a directory that holds a ``json.py`` (and ``base64.py``, and the ``simplejson.py``
+    that requests tries first): the reaper, which reads its order with json, runs isolated from ``/``,
+    cancels the job all the same, and none of them is imported."""
+    workdir, notes = tmp_path / "workdir", tmp_path / "notes"
+    workdir.mkdir()
+    notes.mkdir()
+    for module in ("json", "base64", "simplejson"):
+        (workdir / f"{module}.py").write_text(_PLANTED.format(note=f"{notes}/imported-"))
+    _sigkill_before_the_answer(gcp_connection, datetime(2026, 3, 9, tzinfo=UTC), tmp_path / "worker.log", cwd=workdir)
+    imported = {path.name: path.read_text() for path in notes.iterdir()}
+    assert imported == {}, f"modules planted in the task's working directory were imported: {imported}"
 
 
 def test_an_execution_timeout_during_the_submit_cancels_the_job(
