@@ -295,8 +295,8 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
         self.script: str = script if script is not None else str(script_path)
         if self.script_written_in_dag and self._script_file is None and is_literal(script):
             _check_script_form(script)  # a one-liner that is neither a script nor a file: at parse time
+        _check_literal_job_keys(self.job, self.api_version)  # first: a misspelt key is named as such
         _check_literal_time_limit(self.job)
-        _check_literal_job_keys(self.job, self.api_version)
         self.wait_for_completion = wait_for_completion
         self.poll_interval = poll_interval
         self.reattach_on_restart = reattach_on_restart
