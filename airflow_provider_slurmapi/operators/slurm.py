@@ -43,6 +43,7 @@ from airflow_provider_slurmapi.slurm.api.errors import (
 )
 from airflow_provider_slurmapi.slurm.client import send_marker
 from airflow_provider_slurmapi.slurm.jobs.states import JobState
+from airflow_provider_slurmapi.slurm.submit.job_fields import check_job_keys
 from airflow_provider_slurmapi.slurm.submit.job_output import Redaction, mentions_progress, sets_extra, wrap_script
 from airflow_provider_slurmapi.slurm.submit.sbatch import apply_directives
 from airflow_provider_slurmapi.slurm.submit.spec import (
@@ -167,6 +168,15 @@ def check_line_breaks(text: str, where: str, *, rendered: bool, file: str | None
             "with Jinja, which would turn it into a line break, so the script would not reach Slurm as "
             "written. Write it as the shell's escape instead, e.g. printf '\\r'."
         )
+
+
+def _check_literal_job_keys(job: object, api_version: str) -> None:
+    """The keys of ``job`` as written in the DAG, checked at parse time: Jinja renders values, never keys,
+    so a dict's keys are literal (a job that is itself a template or an ``XComArg`` is checked when the
+    task runs). With ``api_version="auto"`` only keys no version knows are refused here; the version
+    spoken decides the rest when the task runs."""
+    if isinstance(job, Mapping):
+        check_job_keys(job, api_version)
 
 
 def _check_script_form(script: object) -> None:
@@ -316,6 +326,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
             check_line_breaks(script, "script", rendered=False)  # the template's source, as written
         if self.script_written_in_dag and self._script_file is None and is_literal(script):
             _check_script_form(script)  # a one-liner that is neither a script nor a file: at parse time
+        _check_literal_job_keys(self.job, self.api_version)  # first: a misspelt key is named as such
         _check_literal_time_limit(self.job)
         self.wait_for_completion = wait_for_completion
         self.poll_interval = poll_interval
@@ -503,6 +514,7 @@ class SlurmSubmitJobOperator(ResumableJobMixin, SlurmWatchingBaseOperator):
             else None,
             # What is sent, so what the 1 MB request limit counts: the wrapped script, or yours byte for byte.
             wrap=(lambda script, job: wrap_script(script, _redaction(job))) if self.report_output else None,
+            api_version=self.api_version,
         )
 
     def _submit(self, context: Context, prepared: PreparedSubmission) -> int:

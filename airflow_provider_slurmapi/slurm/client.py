@@ -90,6 +90,7 @@ from airflow_provider_slurmapi.slurm.jobs.readers import (
     read_submit,
 )
 from airflow_provider_slurmapi.slurm.jobs.states import JobStateInfo
+from airflow_provider_slurmapi.slurm.submit.job_fields import check_job_keys
 from airflow_provider_slurmapi.slurm.submit.spec import CLOCK_SKEW_SECONDS, PreparedSubmission, prepare_submission
 from airflow_provider_slurmapi.slurm.submit.tag import carries_tag, own_tagged
 
@@ -772,13 +773,16 @@ class SlurmClient(Generic[ClockT]):
     ) -> Plan[SubmitResult]:
         """Prepare (check, tag) a batch job and submit it exactly once."""
         tag, comment = options.get("tag"), options.get("comment")
-        prepared = prepare_submission(job, script, tag=tag or one_off_tag(), comment=comment)
+        prepared = prepare_submission(
+            job, script, tag=tag or one_off_tag(), comment=comment, api_version=self.api_version
+        )
         return self.submit_plan(prepared)
 
     def submit_plan(self, prepared: PreparedSubmission, marker: str | None = None) -> Plan[SubmitResult]:
         """Submit a prepared batch job exactly once (see ``SlurmApiHook.submit_job``).
 
-        One prepared without a tag gets a one-off tag first. This submit (all its resends) gets its own
+        One prepared without a tag gets a one-off tag first. Its job's keys are checked against the
+        version spoken, negotiated first if need be (``check_job_keys``). This submit (all its resends) gets its own
         send marker beside the tag (``marker``, else a new one): a lost answer, the copy sweep and a
         killed task's reaper look for it, never for another try's job. A rejected partition is named with
         the cluster's partitions.
@@ -786,6 +790,9 @@ class SlurmClient(Generic[ClockT]):
         if not prepared.tag:
             tagged = prepare_submission(prepared.job, prepared.payload.get("script"), tag=one_off_tag())
             prepared = PreparedSubmission(payload=tagged.payload, notes=prepared.notes, tag=tagged.tag)
+        if self.api_version is None:  # "auto": the version spoken decides the keys Slurm knows (a ping, no job)
+            self.api_version = yield from self._version_plan()
+        check_job_keys(prepared.job, self.api_version)  # before the job is sent: Slurm would drop them silently
         for note in prepared.notes:
             self._logger.info("%s", note)
         try:

@@ -80,12 +80,29 @@ def write_dag(folder: Path, dag_id: str, **changes: Any) -> Path:
             "job.time_limit=0 must be at least 1 minute (for no limit, give 'UNLIMITED')",
         ),
         (
+            {"job": {"partition": "debug", "timelimit": 5}},
+            "job key 'timelimit' is not a Slurm job field; did you mean 'time_limit'?",
+        ),
+        (
+            {"job": {"partition": "debug", "time_limit": {"set": True, "numbr": 5}}},
+            "job key 'time_limit.numbr' (job.time_limit.numbr) is not a Slurm job field; did you mean "
+            "'time_limit.number'?",
+        ),
+        (
             {"script": "python train.py"},
             "script='python train.py' is one line that does not start with '#!', so it is neither a batch "
             "script nor a script file",
         ),
     ],
-    ids=["zone-for-region", "resource-name-for-cluster-id", "time-limit-word", "time-limit-zero", "one-line-script"],
+    ids=[
+        "zone-for-region",
+        "resource-name-for-cluster-id",
+        "time-limit-word",
+        "time-limit-zero",
+        "job-key-typo",
+        "nested-job-key-typo",
+        "one-line-script",
+    ],
 )
 def test_a_literal_mistake_is_an_import_error_of_the_dag_file(
     changes: dict[str, Any], message: str, tmp_path: Path

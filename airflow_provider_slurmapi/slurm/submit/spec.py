@@ -1,7 +1,8 @@
 """Turning what a DAG author writes into a valid Slurm ``job/submit`` body.
 
 Users write Slurm's own field names (``partition``, ``tres_per_node``, ``time_limit``...). This
-module checks the few things that fail late and obscurely on the cluster, converts the friendly
+module refuses a key Slurm's job description does not have (``job_fields``: Slurm would only warn and
+drop it), checks the few things that fail late and obscurely on the cluster, converts the friendly
 forms Slurm does not take (``time_limit="12:00:00"``), and fills the two fields slurmctld needs but
 users forget, saying so in :attr:`PreparedSubmission.notes` so nothing happens silently.
 """
@@ -16,6 +17,7 @@ from typing import Any
 
 from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError
 from airflow_provider_slurmapi.slurm.api.values import preview
+from airflow_provider_slurmapi.slurm.submit.job_fields import check_job_keys
 from airflow_provider_slurmapi.slurm.submit.slurm_time import SlurmTimeError, time_limit_field
 from airflow_provider_slurmapi.slurm.submit.tag import TaskIdentity, carries_tag
 
@@ -166,12 +168,16 @@ def prepare_submission(
     tag: str | None = None,
     comment: str | None = None,
     wrap: Callable[[str], str] | None = None,
+    api_version: str | None = None,
 ) -> PreparedSubmission:
     """Check and complete a job description and script into a ``job/submit`` body.
 
     ``tag``/``comment`` (from :func:`task_tag`/:func:`task_comment`) are added to the job's
     ``comment``; a comment the user set is kept, the tag appended to it. ``wrap``: what is sent in
     place of the checked script (e.g. :func:`~airflow_provider_slurmapi.slurm.submit.job_output.wrap_script`).
+    ``api_version``: the version whose job description the keys are checked against; ``None`` or
+    ``"auto"`` (not negotiated yet): only keys no version knows are refused here, and the client checks
+    the job again against the version spoken before it sends it.
     """
     if job is None:
         job = {}
@@ -180,6 +186,7 @@ def prepare_submission(
             f"job={job!r} must be a dict of Slurm job description fields, e.g. "
             "{'name': 'train', 'partition': 'a3', 'tres_per_node': 'gres/gpu:8', 'time_limit': 720}."
         )
+    check_job_keys(job, api_version)  # a misspelt key would be dropped by Slurm with only a warning
     desc = copy.deepcopy(dict(job))
     notes: list[str] = []
     inner_script = desc.pop("script", None)
@@ -197,11 +204,6 @@ def prepare_submission(
         raise ConfigurationError(
             f"The script starts with {script.lstrip()[:30]!r}; a Slurm batch script must start with an "
             "interpreter line such as '#!/bin/bash'."
-        )
-    if "gres" in desc:
-        raise ConfigurationError(
-            f"job.gres={desc['gres']!r}: Slurm's REST API has no 'gres' field since v0.0.40. Use "
-            "tres_per_node='gres/gpu:8' (or tres_per_job / tres_per_task)."
         )
     if "time_limit" in desc and desc["time_limit"] is not None:
         desc["time_limit"] = parse_time_limit(desc["time_limit"])
@@ -241,6 +243,7 @@ def prepare_task_submission(
     key: bytes,
     add_variables: Callable[[set[str]], Mapping[str, str] | None] | None = None,
     wrap: Callable[[str, Mapping[str, Any]], str] | None = None,
+    api_version: str | None = None,
 ) -> PreparedSubmission:
     """The submission of the task instance ``task``, as sent: what an operator asks of the core, in one call.
 
@@ -249,6 +252,7 @@ def prepare_task_submission(
     the job's environment sets and returns the variables to add to it (a name the job sets keeps its
     value); it is not called when the environment is not valid (:func:`prepare_submission` then says
     why). ``wrap`` is given the script and the job as sent, and returns what is sent in its place.
+    ``api_version``: see :func:`prepare_submission`.
     """
     tag = task.tag(key)
     desc = dict(job)
@@ -261,4 +265,4 @@ def prepare_task_submission(
         if variables:
             desc = add_environment(desc, variables)
     sent = (lambda text: wrap(text, desc)) if wrap is not None else None
-    return prepare_submission(desc, script, tag=tag, comment=task.comment(tag), wrap=sent)
+    return prepare_submission(desc, script, tag=tag, comment=task.comment(tag), wrap=sent, api_version=api_version)
