@@ -21,7 +21,7 @@ session and refreshes the token only when it expires; aiohttp is what the trigge
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
@@ -43,6 +43,7 @@ from airflow_provider_slurmapi.slurm.client import (
     SubmitOptions,
     no_answer,
     no_token,
+    not_sent,
 )
 from airflow_provider_slurmapi.slurm.jobs.accounting import Accounting
 from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
@@ -165,6 +166,75 @@ def token_failure(gcp_conn_id: str, cluster: ClusterRef, timeout: float, exc: Ba
     return no_token(gcp_conn_id, exc)
 
 
+def _wrapped(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it wraps, outermost first: urllib3's ``reason``, the cause or context, the first argument."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        inner = (getattr(current, "reason", None), current.__cause__, current.__context__, *current.args[:1])
+        current = next((e for e in inner if isinstance(e, BaseException)), None)
+
+
+def _in_handshake(error: BaseException) -> bool:
+    """Whether a TLS error came from the handshake, before the request was written: a certificate is only
+    checked there, and any other TLS error counts only if raised by ``do_handshake`` itself."""
+    import ssl
+
+    if isinstance(error, ssl.SSLCertVerificationError):
+        return True
+    frame = error.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame is not None and frame.tb_frame.f_code.co_name == "do_handshake"
+
+
+def unsent_by_requests(exc: BaseException) -> BaseException | None:
+    """The connect-time failure of a ``requests`` error if the request was never sent, else ``None``.
+
+    Never sent: urllib3 could not open the connection (``NewConnectionError``, its ``NameResolutionError``,
+    ``ConnectTimeoutError``) or the TLS handshake failed. Returned is the socket's or TLS's own error (a
+    ``socket.gaierror``, ``ConnectionRefusedError``, ``ssl.SSLError``...). A proxy's failure is left as no
+    answer: the host it would name is not the one that failed.
+    """
+    import ssl
+
+    import requests
+    from urllib3.exceptions import ConnectTimeoutError
+
+    if not isinstance(exc, requests.ConnectionError) or isinstance(exc, requests.exceptions.ProxyError):
+        return None
+    chain = list(_wrapped(exc))
+    tls = next((e for e in chain if isinstance(e, ssl.SSLError)), None)
+    if tls is not None or isinstance(exc, requests.exceptions.SSLError):
+        return tls if tls is not None and _in_handshake(tls) else None
+    for at, error in enumerate(chain):
+        if isinstance(error, ConnectTimeoutError):  # NewConnectionError is one too (urllib3's own tree)
+            return next((e for e in chain[at + 1 :] if isinstance(e, OSError)), error)
+    return None
+
+
+def unsent_by_aiohttp(exc: BaseException) -> BaseException | None:
+    """The connect-time failure of an aiohttp error if the request was never sent, else ``None``.
+
+    aiohttp raises ``ClientConnectorError`` (``ClientConnectorDNSError`` since 3.10, the TLS ones
+    ``ClientConnectorCertificateError`` and ``ClientConnectorSSLError``) only while it opens the
+    connection; its ``os_error`` is the socket's or TLS's own error. A proxy's is left as no answer.
+    """
+    import aiohttp
+
+    if not isinstance(exc, aiohttp.ClientConnectorError) or isinstance(exc, aiohttp.ClientProxyConnectionError):
+        return None
+    certificate = getattr(exc, "certificate_error", None)  # aiohttp < 3.10 gives it no os_error
+    if isinstance(certificate, BaseException):
+        return certificate
+    try:
+        return exc.os_error
+    except AttributeError:
+        return exc.__cause__ or exc
+
+
 class SessionTransport:
     """The sync transport: one pooled google-auth session; posts one envelope, refreshes the token.
 
@@ -214,6 +284,9 @@ class SessionTransport:
         except RefreshError as exc:
             raise token_failure(self.gcp_conn_id, cluster, self._timeout(), exc) from None
         except (requests.ConnectionError, requests.Timeout, TransportError) as exc:
+            unsent = unsent_by_requests(exc)
+            if unsent is not None:
+                raise not_sent(cluster, unsent) from exc
             raise no_answer(cluster, self._timeout(), exc) from exc
         if response.is_redirect or 300 <= response.status_code < 400:
             response.close()
@@ -284,6 +357,9 @@ class AiohttpTransport:
                     raise redirect_error(cluster, response.status, response.headers.get("Location"))
                 return response.status, await response.read()
         except (aiohttp.ClientError, TimeoutError) as exc:
+            unsent = unsent_by_aiohttp(exc)
+            if unsent is not None:
+                raise not_sent(cluster, unsent) from exc
             raise no_answer(cluster, self._timeout(), exc) from exc
 
     async def refresh(self) -> None:

@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypedDict, TypeVar, Unpack
+from urllib.parse import urlsplit
 
 from airflow_provider_slurmapi.slurm.api.api_versions import (
     NEGOTIATE,
@@ -37,11 +38,13 @@ from airflow_provider_slurmapi.slurm.api.api_versions import (
 from airflow_provider_slurmapi.slurm.api.cluster import ClusterRef
 from airflow_provider_slurmapi.slurm.api.envelope import HttpMethod, SlurmResponse, encode_request, parse_envelope
 from airflow_provider_slurmapi.slurm.api.errors import (
+    WRONG_ENDPOINT_REASONS,
     ApiConnectionError,
     ConfigurationError,
     InvalidArgumentError,
     MalformedRecordError,
     MalformedResponseError,
+    RequestNotSentError,
     SignalOutcomeUnknownError,
     SlurmApiError,
     SlurmError,
@@ -49,6 +52,7 @@ from airflow_provider_slurmapi.slurm.api.errors import (
     SubmitRejectedError,
     UnauthenticatedError,
     UnsupportedApiVersionError,
+    WrongEndpointError,
 )
 from airflow_provider_slurmapi.slurm.api.kept_version import KeptVersion, read_kept
 from airflow_provider_slurmapi.slurm.api.paths import VERSION_PLACEHOLDER, SlurmPaths, ping_path, resolve_path
@@ -198,6 +202,9 @@ class SlurmClient(Generic[ClockT]):
         # Repeated warnings said once per client; the cluster's release checked against the version once.
         self._warned: set[str] = set()
         self._release_checked = False
+        # Whether the endpoint ever answered this client: until it has, a host that does not resolve (or
+        # fails TLS) is a wrong endpoint, not an outage (see _exchange_once).
+        self._reached = False
         self.timeout = float(timeout or DEFAULT_TIMEOUT_SECONDS)
         self.retry_seconds = float(retry_seconds if retry_seconds is not None else DEFAULT_RETRY_SECONDS)
         self.retry_initial_wait = 1.0
@@ -328,6 +335,10 @@ class SlurmClient(Generic[ClockT]):
         of a request that may be repeated (GET, DELETE; never a POST unless ``retry``), and a record Slurm
         garbled (:class:`MalformedRecordError`) when the request asks for a ``reread``, are tried again with
         backoff until ``retry_seconds`` after the first attempt: one budget per request, whatever failed.
+        A request that was never sent (:class:`RequestNotSentError`: refused, the resolver did not answer)
+        may be repeated whatever its method, unless it asks for no retry (``retry=False``); a host that does
+        not resolve or fails TLS before the endpoint ever answered this client is a wrong endpoint
+        (:class:`WrongEndpointError`), raised at once.
         """
         while True:
             try:
@@ -349,6 +360,12 @@ class SlurmClient(Generic[ClockT]):
             failure: SlurmApiError
             try:
                 response = yield from self._answer(envelope)
+            except RequestNotSentError as exc:
+                if exc.reason in WRONG_ENDPOINT_REASONS and not self._reached:
+                    raise wrong_endpoint(exc) from exc
+                if request.retry is False or not is_transient(exc):
+                    raise
+                failure = exc
             except SlurmApiError as exc:
                 if not (retries and is_transient(exc)):
                     raise
@@ -379,6 +396,7 @@ class SlurmClient(Generic[ClockT]):
         for the next call and :class:`PostTokenRefused` goes to the caller (for a submit: a lost answer).
         """
         status, content = yield envelope
+        self._reached = True
         if status == 401:
             yield REFRESH
             if envelope.method == "POST":
@@ -395,7 +413,8 @@ class SlurmClient(Generic[ClockT]):
 
     @staticmethod
     def _retries(method: HttpMethod, retry: bool | None) -> bool:
-        """GET and DELETE are retried on transient failures; a POST (it may create something) is not."""
+        """GET and DELETE are retried on transient failures; a POST (it may create something) is not,
+        unless it was never sent (see :meth:`_exchange`)."""
         return method != "POST" if retry is None else retry
 
     # -- requests and answers -----------------------------------------------------------------------
@@ -761,7 +780,7 @@ class SlurmClient(Generic[ClockT]):
         try:
             outcome: CancelOutcome = yield SlurmRequest("DELETE", path, read_cancel, retry=signal is None)
         except SlurmApiError as exc:
-            if signal is not None and is_transient(exc):
+            if signal is not None and answer_lost(exc):
                 raise signal_not_resent(job_id, signal, exc) from exc
             raise
         self._logger.info("Cancel of Slurm job %s: %s", job_id, outcome.value)
@@ -963,6 +982,92 @@ def no_answer(cluster: ClusterRef, timeout: float, exc: BaseException) -> ApiCon
     return ApiConnectionError(f"No answer from {cluster.endpoint} within {timeout:.0f}s ({type(exc).__name__}).")
 
 
+def not_sent(cluster: ClusterRef, cause: BaseException) -> RequestNotSentError:
+    """A transport could not send: the error names the host, why (``cause``: the socket's or TLS's own
+    error at connect time, before a byte of the request was written) and the likely fix."""
+    parts = urlsplit(cluster.endpoint)
+    host = parts.hostname or cluster.endpoint
+    where = f"{host}:{parts.port}" if parts.port else host
+    reason, detail = _not_sent_reason(cause)
+    what = {
+        "name": "the name does not resolve",
+        "resolver": "the name could not be resolved for now",
+        "refused": "the connection was refused",
+        "tls": "the TLS handshake failed",
+        "connect": "no connection could be made",
+    }[reason]
+    return RequestNotSentError(
+        f"Nothing was sent to {where}: {what} ({detail}). {_not_sent_fix(cluster, reason, where)}",
+        host=where,
+        reason=reason,
+    )
+
+
+def _not_sent_reason(cause: BaseException) -> tuple[str, str]:
+    """The reason (one of ``NOT_SENT_REASONS``) and a short detail of a connect-time failure."""
+    import socket
+    import ssl
+
+    if isinstance(cause, socket.gaierror):
+        # EAI_NONAME: NXDOMAIN, the name does not exist; EAI_NODATA: it exists with no address. Anything
+        # else (EAI_AGAIN: the resolver did not answer, or failed) may pass.
+        no_such_name = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
+        return ("name" if cause.errno in no_such_name else "resolver"), str(cause.strerror or cause)
+    if isinstance(cause, ssl.SSLError):  # a certificate refused, or a server that does not speak TLS
+        return "tls", str(getattr(cause, "verify_message", None) or cause.reason or cause)
+    if isinstance(cause, ConnectionRefusedError):
+        return "refused", str(cause.strerror or "connection refused")
+    if isinstance(cause, OSError) and cause.strerror:
+        return "connect", cause.strerror
+    return "connect", str(cause) or type(cause).__name__
+
+
+def _not_sent_fix(cluster: ClusterRef, reason: str, where: str) -> str:
+    """What to check when nothing could be sent: the region, or the ``api_endpoint`` where one is set."""
+    if cluster.api_endpoint:
+        source = (
+            f"api_endpoint={cluster.api_endpoint!r} (the task's api_endpoint argument, else the connection extra "
+            "api_endpoint)"
+        )
+    else:
+        source = f"region={cluster.region!r} (without an api_endpoint the host is REGION-aiplatform.googleapis.com)"
+    if reason == "name":
+        if cluster.api_endpoint:
+            return f"The host is that of {source}: check its spelling."
+        return (
+            f"The host is built from {source}: check that it is your training cluster's region, spelt as the "
+            "console shows it (e.g. 'us-central1'); for another endpoint set the connection extra api_endpoint."
+        )
+    if reason == "resolver":
+        return f"The DNS resolver did not answer: check this machine's DNS if it lasts. The host comes from {source}."
+    if reason == "refused":
+        if cluster.api_endpoint:
+            return f"Nothing listens on {where}: start the server behind {source}, or fix its host or port."
+        return f"A firewall or proxy on the way refuses it (Google's endpoint does not). The host comes from {source}."
+    if reason == "tls":
+        if cluster.api_endpoint:
+            return (
+                f"Check {source}: http:// for a server without TLS (the local emulator), https:// for one whose "
+                "certificate this machine trusts (a private CA: REQUESTS_CA_BUNDLE for the sync hook, SSL_CERT_FILE "
+                "for the async one)."
+            )
+        return (
+            "Something between this machine and Google answers with a certificate this machine does not trust "
+            "(a TLS-inspecting proxy?): trust its CA (REQUESTS_CA_BUNDLE for the sync hook, SSL_CERT_FILE for the "
+            f"async one). The host comes from {source}."
+        )
+    return f"Check the network between this machine and {where} (route, firewall, proxy). The host comes from {source}."
+
+
+def wrong_endpoint(exc: RequestNotSentError) -> WrongEndpointError:
+    """``exc`` at a client's first contact with the endpoint: a configuration mistake, raised at once."""
+    return WrongEndpointError(
+        f"{exc} The endpoint has never answered this client, so this is a mistake in the configuration, not an outage.",
+        host=exc.host,
+        reason=exc.reason,
+    )
+
+
 def no_token(gcp_conn_id: str, exc: BaseException) -> UnauthenticatedError:
     """A token could not be had: the error names the connection, never the credential."""
     return UnauthenticatedError(
@@ -1055,7 +1160,10 @@ def _history_list(response: SlurmResponse) -> list[SlurmJob]:
 
 
 def answer_lost(exc: SlurmApiError) -> bool:
-    """Whether a submit's failure leaves its outcome unknown (the job may exist)."""
+    """Whether a request's failure leaves its outcome unknown (a submit's job may exist). A request that was
+    never sent (:class:`RequestNotSentError`) has no outcome: it needs no look-up."""
+    if isinstance(exc, RequestNotSentError):
+        return False
     return is_transient(exc) or isinstance(exc, PostTokenRefused)
 
 
@@ -1116,6 +1224,7 @@ __all__ = [
     "log_slurm_warnings",
     "no_answer",
     "no_token",
+    "not_sent",
     "one_call",
     "one_off_tag",
     "send_marker",

@@ -14,6 +14,7 @@ from airflow_provider_slurmapi.slurm.api.errors import (
     MalformedRecordError,
     MalformedResponseError,
     PermissionDeniedError,
+    RequestNotSentError,
     RequestTooLargeError,
     SignalOutcomeUnknownError,
     SlurmApiError,
@@ -23,6 +24,7 @@ from airflow_provider_slurmapi.slurm.api.errors import (
     TransientApiError,
     UnauthenticatedError,
     UnsupportedApiVersionError,
+    WrongEndpointError,
     is_permanent,
     refused_submit,
 )
@@ -37,6 +39,7 @@ __all__ = [
     "MalformedRecordError",
     "MalformedResponseError",
     "PermissionDeniedError",
+    "RequestNotSentError",
     "RequestTooLargeError",
     "SignalOutcomeUnknownError",
     "SlurmApiError",
@@ -46,6 +49,7 @@ __all__ = [
     "TransientApiError",
     "UnauthenticatedError",
     "UnsupportedApiVersionError",
+    "WrongEndpointError",
     "is_permanent",
     "refused_submit",
 ]

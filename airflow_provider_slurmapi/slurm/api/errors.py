@@ -80,10 +80,44 @@ class TransientApiError(EnvelopeError):
 
 
 class ApiConnectionError(SlurmApiError):
-    """No answer at all: connection refused or reset, or a timeout.
+    """No answer at all: the connection was reset or timed out once the request may have been written.
 
-    For a request that changes state (submit) the action may or may not have happened.
+    For a request that changes state (submit) the action may or may not have happened. A request that
+    never left (the host did not resolve, refused the connection, failed TLS) is a
+    :class:`RequestNotSentError` instead.
     """
+
+
+# Why a request was not sent (``RequestNotSentError.reason``): the host's name does not exist, the
+# resolver did not answer for now, the connection was refused, the TLS handshake failed, or the connection
+# could not be made for another reason (unreachable network, a connect timeout).
+NOT_SENT_REASONS = ("name", "resolver", "refused", "tls", "connect")
+# The reasons that, when the endpoint never answered this client before, are a wrong endpoint (a typo in the
+# region or api_endpoint, http against https) and not an outage: no wait can fix them.
+WRONG_ENDPOINT_REASONS = frozenset({"name", "tls"})
+
+
+class RequestNotSentError(SlurmApiError):
+    """The request never left: the endpoint's host did not resolve, refused the connection, or failed the
+    TLS handshake, before a byte of the request was written.
+
+    Nothing reached the API, so nothing can have happened: a submit needs no look-up for a lost answer and
+    may be sent again. Retried within the call's budget like an outage (a watch rides it out), it is never
+    counted as a possibly lost answer. ``host`` is the host (and port) that was not reached, ``reason`` one
+    of :data:`NOT_SENT_REASONS`.
+    """
+
+    def __init__(self, message: str, *, host: str, reason: str) -> None:
+        super().__init__(message)
+        self.host = host
+        self.reason = reason
+
+
+class WrongEndpointError(RequestNotSentError):
+    """A host that does not resolve, or fails TLS, at a client's first contact: a configuration mistake
+    (the region, the ``api_endpoint``), not an outage. Nothing was sent; the task fails at once."""
+
+    permanent = True
 
 
 class MalformedResponseError(SlurmApiError):

@@ -20,7 +20,7 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Protocol
 
-from airflow_provider_slurmapi.slurm.api.errors import JobNotFoundError, SlurmApiError
+from airflow_provider_slurmapi.slurm.api.errors import JobNotFoundError, RequestNotSentError, SlurmApiError
 from airflow_provider_slurmapi.slurm.api.plans import AsyncClock, Clock, Sleep
 from airflow_provider_slurmapi.slurm.api.retry import is_transient
 from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob, describe_transition
@@ -357,9 +357,12 @@ class JobWatch:
         A permanent error (permission denied, unknown cluster, a bad argument) is raised again at
         once. A transient one (UNAVAILABLE, 5xx, no connection) is an outage: the job runs on, so the
         watch keeps waiting, with a warning now and then, until ``outage_tolerance_seconds`` have
-        passed since the API last answered; then it raises :class:`WatchOutageError`.
+        passed since the API last answered; then it raises :class:`WatchOutageError`. A request not sent
+        (:class:`RequestNotSentError`) is an outage too once the watch has seen its job, even a host that no
+        longer resolves: the endpoint was right, its DNS or TLS is down.
         """
-        if not is_transient(error):
+        seen_before = self._last is not None and isinstance(error, RequestNotSentError)
+        if not (is_transient(error) or seen_before):
             raise error
         now = self._clock()
         down = now - self._answered_at

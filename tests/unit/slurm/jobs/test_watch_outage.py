@@ -12,7 +12,9 @@ from airflow_provider_slurmapi.slurm.api.errors import (
     ApiConnectionError,
     JobNotFoundError,
     PermissionDeniedError,
+    RequestNotSentError,
     TransientApiError,
+    WrongEndpointError,
 )
 from airflow_provider_slurmapi.slurm.jobs.job import SlurmJob
 from airflow_provider_slurmapi.slurm.jobs.watch import DEFAULT_OUTAGE_TOLERANCE_SECONDS, JobWatch, WatchOutageError
@@ -106,3 +108,46 @@ def test_an_unreadable_or_foreign_snapshot_gives_a_fresh_watch(saved: object) ->
     watch = JobWatch.restore(saved, 5)
     assert watch.last is None
     assert watch.observe(running_job()).message
+
+
+def unresolvable_host_error() -> RequestNotSentError:
+    """What the client raises at its first contact with a host that does not resolve: the resolver's own
+    error for a name under .invalid (RFC 6761), as the core reads it."""
+    import socket
+
+    from airflow_provider_slurmapi.slurm.api.cluster import ClusterRef
+    from airflow_provider_slurmapi.slurm.client import not_sent, wrong_endpoint
+
+    cluster = ClusterRef("demo-project", "us-central1", "demo", api_endpoint="https://slurm-gateway.invalid")
+    with pytest.raises(socket.gaierror) as failed:
+        socket.getaddrinfo("slurm-gateway.invalid", 443)
+    return wrong_endpoint(not_sent(cluster, failed.value))
+
+
+def test_a_host_that_does_not_resolve_fails_a_watch_that_never_saw_its_job() -> None:
+    """A sensor pointed at a typo'd endpoint: a configuration mistake, not an outage to wait out."""
+    watch = JobWatch(7, clock=lambda: 0.0)
+    error = unresolvable_host_error()
+    with pytest.raises(WrongEndpointError):
+        watch.observe_error(error)
+
+
+def test_a_host_that_stops_resolving_is_an_outage_for_a_watch_that_saw_its_job_even_in_another_process() -> None:
+    """The job was reached through this endpoint (by this watch, or by the process that saved it): a name or
+    a certificate that fails now is DNS or TLS down, ridden out for the outage budget like any outage."""
+    now = [0.0]
+    first = JobWatch(9, outage_tolerance_seconds=600, clock=lambda: now[0], wall_clock=lambda: 5000 + now[0])
+    first.observe(running_job())
+    error = unresolvable_host_error()
+    now[0] = 30
+    assert first.observe_error(error).warning
+    saved = json.loads(json.dumps(first.snapshot()))  # what a rescheduled sensor's next poke starts from
+    restored = JobWatch.restore(
+        saved, 9, outage_tolerance_seconds=600, clock=lambda: now[0], wall_clock=lambda: 5000 + now[0]
+    )
+    now[0] = 60
+    step = restored.observe_error(error)
+    assert step.warning and not step.finished and step.message is None  # warned at 30 s already
+    now[0] = 601
+    with pytest.raises(WatchOutageError):
+        restored.observe_error(error)
