@@ -58,3 +58,21 @@ def test_the_keys_users_write_draw_no_warning_and_pass_our_check(lab: Lab, time_
     check_job_keys(job, "v0.0.42")
     prepared = prepare_submission(job, SCRIPT, tag="airflow-ti=live", api_version="v0.0.42")
     assert _send(lab, "v0.0.42", prepared.job) == []
+
+
+def test_every_warning_of_a_submit_answer_reaches_the_task_log(
+    lab: Lab, gateway: Any, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Slurm's warnings of a submit are never dropped: each one real Slurm gave in the answer the provider
+    read (a held job draws some on 24.11 and 26.05) is in the log, at warning level or above."""
+    import logging
+
+    from tests.live_slurm.conftest import make_hook
+
+    caplog.set_level(logging.WARNING)
+    hook = make_hook(gateway)
+    result = hook.submit_job({**BASE, "name": "job-warnings-live", "time_limit": 1}, SCRIPT)
+    lab.cancel(result.job_id)
+    assert result.warnings, "real Slurm gave this held job no warning: the test would prove nothing"
+    logged = caplog.text + "".join(capfd.readouterr())
+    assert [w for w in result.warnings if w not in logged] == [], logged
