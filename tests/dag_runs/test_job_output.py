@@ -158,7 +158,7 @@ def test_report_output_follows_the_deployment_setting_unless_the_task_says(
     state, job_id, _ = _run("by_config", capfd, gcp_connection)
     assert state == "success"
     sent = _emulator_file(gcp_connection, job_id, "sh").read_text()
-    script = SCENARIOS["by_config"]["script"].rstrip("\n")  # as Airflow renders it
+    script = SCENARIOS["by_config"]["script"]  # byte for byte, its final newline too
     assert sent.startswith("#!/bin/sh\n# Wrapped by airflow-provider-slurmapi") is wrapped
     assert (sent == script) is not wrapped
     assert (Path(gcp_connection.config.workdir) / f"script-copy-{job_id}").read_text() == script
