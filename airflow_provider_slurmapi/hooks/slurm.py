@@ -33,7 +33,6 @@ from airflow_provider_slurmapi.account_store import account_store, variable_name
 from airflow_provider_slurmapi.slurm.api.cluster import ClusterArgs, ClusterRef, cluster_ref
 from airflow_provider_slurmapi.slurm.api.envelope import HttpMethod, SlurmResponse
 from airflow_provider_slurmapi.slurm.api.errors import SlurmApiError
-from airflow_provider_slurmapi.slurm.api.kept_version import KeptVersion
 from airflow_provider_slurmapi.slurm.api.plans import AsyncClock, Clock, LoopClock, Plan, Send, SystemClock
 from airflow_provider_slurmapi.slurm.client import (
     ACCOUNTING_POLL_SECONDS,
@@ -565,11 +564,6 @@ class SlurmApiHook(_HoldsClient, GoogleBaseHook):
         if not credentials.valid:
             self._transport.refresh()
         cluster = self.cluster
-        try:
-            account = self.client.known_account()
-        except SlurmApiError as exc:  # the reaper still cancels by the send marker; the kill must not fail
-            self.log.warning("The reaper goes without the kept Slurm account: %s", exc)
-            account = None
         order = ReapOrder(
             project_id=str(cluster.project_id),
             region=cluster.region,
@@ -581,7 +575,7 @@ class SlurmApiHook(_HoldsClient, GoogleBaseHook):
             since=since,
             deadline=self.client.clock.wall() + self.client.submit_settle_seconds,
             timeout=self.client.timeout,
-            account=account,
+            account=self.client.known_account(),
             token=str(credentials.token),
         )
         return spawn(order)
@@ -665,8 +659,7 @@ class SlurmApiAsyncHook(_HoldsClient, GoogleBaseAsyncHook):
         if self.client.api_version is None and api_version_hint is not None:
             # "auto", and the deferring task's version is known: spoken as a kept one is (no negotiation;
             # negotiated again if the cluster no longer serves it).
-            # Checked by that task (once a day at most): fresh as of now, not asked about again in this process.
-            self.client.load_version = lambda: KeptVersion(api_version_hint, self.client.clock.wall()).text()
+            self.client.load_version = lambda: api_version_hint
         self._credentials: Credentials | None = None
         self._cluster: ClusterRef | None = None
         # Many coroutines (e.g. a hundred cancels at once) read the connection once, not once each.

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 from airflow_provider_slurmapi.slurm.api.api_versions import (
     NEGOTIATE,
+    SUPPORTED_API_VERSIONS,
     probe_order,
     served_by,
     traits,
@@ -54,7 +55,6 @@ from airflow_provider_slurmapi.slurm.api.errors import (
     UnsupportedApiVersionError,
     WrongEndpointError,
 )
-from airflow_provider_slurmapi.slurm.api.kept_version import KeptVersion, read_kept
 from airflow_provider_slurmapi.slurm.api.paths import VERSION_PLACEHOLDER, SlurmPaths, ping_path, resolve_path
 from airflow_provider_slurmapi.slurm.api.plans import (
     NOW,
@@ -190,14 +190,11 @@ class SlurmClient(Generic[ClockT]):
         self.paths = SlurmPaths(cluster.api_version, wall=lambda: self.clock.wall())
         self.api_version: str | None = None if cluster.api_version == NEGOTIATE else cluster.api_version
         # Negotiation, per client: the kept version is read once; one that came from the store is trusted
-        # until an answer confirms it, and a "not served" answer before that negotiates again. A kept one
-        # is asked about again once a day (KeptVersion.due), or when an answer names another Slurm release.
+        # until an answer confirms it, and a "not served" answer before that negotiates again.
         self._version_loaded = False
-        self._kept: KeptVersion | None = None
+        self._kept: str | None = None
         self._version_unconfirmed = False
         self._version_to_keep: str | None = None
-        self._release_seen = ""  # the cluster's feature release ("24.11") its answers named last
-        self._recheck = False
         self._version_lock = asyncio.Lock()
         # Repeated warnings said once per client; the cluster's release checked against the version once.
         self._warned: set[str] = set()
@@ -221,9 +218,8 @@ class SlurmClient(Generic[ClockT]):
         self._account_loaded = False
 
     def _needs_version(self, path: str) -> bool:
-        """Whether ``path`` waits for the negotiated version (the client negotiates, then resolves it):
-        none yet, or the cluster's answers named another release since it was chosen."""
-        return (self.api_version is None or self._recheck) and VERSION_PLACEHOLDER in path
+        """Whether ``path`` waits for the negotiated version (the client negotiates, then resolves it)."""
+        return self.api_version is None and VERSION_PLACEHOLDER in path
 
     # -- driving plans with the client's transport and clock ------------------------------------------
     def run(self, plan: Plan[T]) -> T:
@@ -251,55 +247,27 @@ class SlurmClient(Generic[ClockT]):
         return await arun_plan(plan, expand=self._exchange, transport=self.transport, clock=self.clock)  # type: ignore[arg-type]
 
     # -- negotiation, per client ----------------------------------------------------------------------
-    def _kept_version(self) -> KeptVersion | None:
-        """The version kept for this cluster by an earlier process (read once per client), if any.
-
-        A store that cannot be read raises (its error names the Variable and the fix): it is read before
-        the first request, so nothing has been sent when the try fails."""
+    def _kept_version(self) -> str | None:
+        """The version kept for this cluster by an earlier process (read once per client), if any."""
         if not self._version_loaded:
-            kept = self.load_version() if self.load_version is not None else None
             self._version_loaded = True
-            self._kept = read_kept(kept)
+            kept: str | None = None
+            if self.load_version is not None:
+                try:
+                    kept = self.load_version()
+                except Exception as exc:  # the store is a help, never a reason to fail a call
+                    self._logger.warning("Could not read the kept Slurm REST API version: %s", exc)
+            self._kept = kept if kept and kept in SUPPORTED_API_VERSIONS else None
         return self._kept
 
     def _version_plan(self) -> Plan[str]:
-        """The version to speak: the kept one (no call) while it is fresh, else the negotiated one (to be kept).
-
-        A kept version is negotiated again once a day (:data:`~.kept_version.RECHECK_SECONDS`) on the client's
-        clock, or when the cluster's answers named another Slurm release (``_recheck``); a newer version the
-        cluster serves then replaces it, and the log says so. If that negotiation fails, the version spoken
-        before is spoken (it answered before) and asked about next time."""
-        recheck, self._recheck = self._recheck, False
+        """The version to speak: the kept one (no call), else the negotiated one (to be kept)."""
         kept = self._kept_version()
-        before = self.api_version or (kept.version if kept else None)
-        if kept is not None and not recheck:
-            wall: float = yield WALL
-            if not kept.due(wall):
-                self._version_unconfirmed = True
-                self._release_seen = self._release_seen or _feature_release(kept.release)
-                return kept.version
-        self._release_seen = ""  # the pings name the release the new choice is made for
-        try:
-            version, release = yield from self._negotiate_plan(self._target())
-        except SlurmApiError as exc:
-            if before is None:
-                raise
-            self._logger.warning(
-                "Could not check which Slurm REST API versions the cluster serves (%s): speaking %s as before.",
-                exc,
-                before,
-            )
+        if kept is not None:
             self._version_unconfirmed = True
-            return before
-        if before is not None and traits(version).number > traits(before).number:
-            self._logger.info(
-                "Slurm REST API: raised API version from %s to %s (the cluster serves %s%s).",
-                before,
-                version,
-                _served_text(release, version),
-                f", Slurm {release}" if release else "",
-            )
-        self._version_to_keep = KeptVersion(version, (yield WALL), release).text()
+            return kept
+        version = yield from self._negotiate_plan(self._target())
+        self._version_to_keep = version
         return version
 
     def _store_version(self) -> None:
@@ -322,7 +290,6 @@ class SlurmClient(Generic[ClockT]):
         self.api_version = None
         self._version_unconfirmed = False
         self._kept = None
-        self._recheck = False
 
     def _resolved(self, path: str, now: float) -> str:
         return resolve_path(path, self.api_version, now=now) if self.api_version else path
@@ -442,35 +409,16 @@ class SlurmClient(Generic[ClockT]):
             self._logger.debug(
                 "The answer names %s as its caller (meta.client.user); the caller is %s.", named, self._account
             )
-        release = slurm_release(response)
         if self.api_version is not None and not self._release_checked:
             self._release_checked = True
-            notice = deprecation_notice(self.api_version, release)
+            notice = deprecation_notice(self.api_version, slurm_release(response))
             if notice:
                 self._logger.warning("%s", notice)
-        self._release_named(release)
         return response
 
-    def _release_named(self, release: str) -> None:
-        """An answer named the cluster's Slurm ``release``: another feature release than before means the
-        cluster changed, so which versions it serves is asked again before the next request (negotiated
-        version only: an explicit ``api_version`` is the user's)."""
-        feature = _feature_release(release)
-        if not feature:
-            return
-        seen, self._release_seen = self._release_seen, feature
-        if seen and feature != seen and self.paths.traits is None and self.api_version is not None:
-            self._logger.info(
-                "The cluster's answers name Slurm %s, no longer %s: checking which API versions it serves.",
-                release,
-                seen,
-            )
-            self._recheck = True
-
     # -- plans: what each read asks, once for both hooks ----------------------------------------------
-    def _negotiate_plan(self, cluster: ClusterRef) -> Plan[tuple[str, str]]:
-        """The newest API version both this provider and the cluster speak (this client's; kept by the driver),
-        and the Slurm release the cluster named (``""`` if it did not).
+    def _negotiate_plan(self, cluster: ClusterRef) -> Plan[str]:
+        """The newest API version both this provider and the cluster speak (this client's; kept by the driver).
 
         Pings (cheap: no job is read) in :func:`~airflow_provider_slurmapi.slurm.api.api_versions.probe_order`
         until one answers; an unknown version answers 404 in plain text. The answer's
@@ -510,7 +458,7 @@ class SlurmClient(Generic[ClockT]):
             cluster.cluster_id,
             release or "release not given",
         )
-        return answered, release
+        return answered
 
     def call_plan(
         self, method: HttpMethod, path: str, body: Mapping[str, Any] | None, retry: bool | None
@@ -576,13 +524,14 @@ class SlurmClient(Generic[ClockT]):
 
     # -- who we are on the cluster -------------------------------------------------------------------
     def known_account(self) -> str | None:
-        """The caller's account if known: the connection's ``slurm_user``, learned here, or kept from before.
-
-        A store that cannot be read raises (its error names the Variable and the fix), never "none kept":
-        deciding as if no account were kept is what lets a look-up take another user's job for ours."""
+        """The caller's account if known: the connection's ``slurm_user``, learned here, or kept from before."""
         if self._account is None and not self._account_loaded and self.load_account is not None:
-            kept = self.load_account()
             self._account_loaded = True
+            try:
+                kept = self.load_account()
+            except Exception as exc:  # the store is a help, never a reason to fail a call
+                self._logger.warning("Could not read the kept Slurm account of this connection: %s", exc)
+                kept = None
             if kept and kept not in NOT_A_CALLER:
                 self._account, self._account_from = kept, "kept from an earlier job of this connection"
         return self._account
@@ -839,7 +788,6 @@ class SlurmClient(Generic[ClockT]):
         ``submit_settle_seconds`` after it was sent; after any resend the one copy sweep keeps the oldest
         job with the marker and cancels the others.
         """
-        self.known_account()  # read before the send: a store that cannot be read fails the try with no job sent
         deadline = (yield NOW) + max(self.retry_seconds, self.submit_settle_seconds)
         since = int((yield WALL)) - CLOCK_SKEW_SECONDS  # Slurm's wall clock, not a wait
         resent = False
@@ -1106,17 +1054,6 @@ def deprecation_notice(version: str, release: str) -> str | None:
         f"removed in {row.removed_in}: leave api_version unset to negotiate the newest version both sides speak, "
         "or set a newer one."
     )
-
-
-def _feature_release(release: str) -> str:
-    """``"24.11.5"`` -> ``"24.11"``: the versions a cluster serves depend on its feature release alone."""
-    return ".".join(release.split(".")[:2]) if release else ""
-
-
-def _served_text(release: str, version: str) -> str:
-    """``"v0.0.40-v0.0.42"``: what the cluster's release serves of the versions this provider speaks."""
-    served = [row.name for row in served_by(_feature_release(release))] if release else []
-    return f"{served[-1]}-{served[0]}" if len(served) > 1 else version
 
 
 def _release_key(release: str) -> tuple[int, ...]:

@@ -4,9 +4,7 @@ v0.0.42-45, from the provider's version table), with "auto", and with both envel
 from __future__ import annotations
 
 import json
-import logging
 import re
-import time
 from typing import Any
 
 import pytest
@@ -14,7 +12,6 @@ import requests
 
 from airflow_provider_slurmapi.hooks import slurm as slurm_hooks
 from airflow_provider_slurmapi.slurm.api.api_versions import NEGOTIATE, served_by, traits
-from airflow_provider_slurmapi.slurm.api.kept_version import RECHECK_SECONDS, KeptVersion, read_kept
 from tests.conftest import load_dag
 from tests.live_slurm.conftest import CLUSTER_ID, GATEWAY_TOKEN, make_hook, run_dag_capture
 from tests.live_slurm.lab import SLURM_RELEASE, Lab
@@ -147,16 +144,16 @@ def test_auto_negotiates_the_newest_version_the_real_slurm_serves(
     )
     assert hook.client.api_version == newest
     assert f"Slurm REST API version {newest} negotiated" in caplog.text + "".join(capfd.readouterr())
-    assert [read_kept(v).version for v in kept.values()] == [newest]  # kept for the deployment's next tasks
+    assert list(kept.values()) == [newest]  # kept for the deployment's next task processes
     # A kept version the real slurmrestd does not serve (v0.0.45 on 24.11) is negotiated again, not a failure.
     if newest != "v0.0.45":
-        kept.update(dict.fromkeys(kept, KeptVersion("v0.0.45", time.time()).text()))  # checked today
+        kept.update(dict.fromkeys(kept, "v0.0.45"))
         gateway.reset_calls()
         again = make_hook(gateway, NEGOTIATE)
         assert again.get_job(UNKNOWN_JOB_ID) is None
         called = [c["path"] for c in gateway.calls()["last"]]
         assert called[:3] == [f"/slurm/v0.0.45/job/{UNKNOWN_JOB_ID}", "/slurm/v0.0.45/ping", f"/slurm/{newest}/ping"]
-        assert again.client.api_version == newest and [read_kept(v).version for v in kept.values()] == [newest]
+        assert again.client.api_version == newest and list(kept.values()) == [newest]
 
 
 def test_a_version_the_real_slurm_deprecates_is_said_once(
@@ -172,37 +169,3 @@ def test_a_version_the_real_slurm_deprecates_is_said_once(
     text = caplog.text + "".join(capfd.readouterr())
     expected = 1 if traits("v0.0.42").deprecated_in == SLURM_RELEASE else 0
     assert text.count("v0.0.42 is deprecated in Slurm") == expected, text[-2000:]
-
-
-def test_a_kept_older_version_is_raised_to_the_newest_once_the_day_has_passed(
-    gateway: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
-) -> None:
-    """Issue 33 point 9 on real Slurm: v0.0.40 kept today is spoken; a day later (the client's fake clock)
-    the cluster is asked again and the newest version it serves replaces it, and the log says so."""
-    from tests.unit.hooks.fake_clock import FakeClock
-
-    caplog.set_level(logging.INFO)
-    oldest, newest = LAB_VERSIONS[0], LAB_VERSIONS[-1]
-    if oldest == newest:
-        pytest.skip("the lab serves one version")
-    kept: dict[str, str] = {}
-    monkeypatch.setattr(
-        slurm_hooks, "version_store", lambda where: (lambda: kept.get(where()), lambda v: kept.__setitem__(where(), v))
-    )
-    hook = make_hook(gateway, NEGOTIATE)
-    hook.client.clock = clock = FakeClock()
-    kept[slurm_hooks._version_variable(hook.cluster)] = KeptVersion(oldest, clock.wall() - 60, SLURM_RELEASE).text()
-    gateway.reset_calls()
-    assert hook.get_job(UNKNOWN_JOB_ID) is None
-    assert all(f"/{oldest}/" in c["path"] for c in gateway.calls()["last"])  # fresh: spoken, no ping
-
-    later = make_hook(gateway, NEGOTIATE)
-    later.client.clock = clock = FakeClock()
-    clock.current = RECHECK_SECONDS + 1
-    gateway.reset_calls()
-    assert later.get_job(UNKNOWN_JOB_ID) is None
-    assert later.client.api_version == newest
-    assert [read_kept(v).version for v in kept.values()] == [newest]
-    assert f"raised API version from {oldest} to {newest} (the cluster serves {oldest}-{newest}" in (
-        caplog.text + "".join(capfd.readouterr())
-    )

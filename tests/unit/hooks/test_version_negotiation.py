@@ -7,9 +7,7 @@ the release in every answer's meta), over real HTTP, with a real service-account
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,9 +15,7 @@ import pytest
 
 from airflow_provider_slurmapi.hooks import slurm as slurm_hooks
 from airflow_provider_slurmapi.hooks.slurm import SlurmApiAsyncHook, SlurmApiHook
-from airflow_provider_slurmapi.slurm.api.kept_version import RECHECK_SECONDS, KeptVersion, read_kept
 from tests.conftest import CLUSTER, point_airflow_at
-from tests.unit.hooks.fake_clock import FakeClock
 
 
 @pytest.fixture(autouse=True)
@@ -147,11 +143,11 @@ def test_a_kept_version_the_cluster_stopped_serving_is_negotiated_again_not_a_fa
     emulator = cluster_as("24.11", emulator_factory, credentials_file, monkeypatch)
     first = SlurmApiHook(**CLUSTER)
     name = slurm_hooks._version_variable(first.cluster)
-    _fresh_deployment[name] = KeptVersion("v0.0.45", time.time(), "26.05.5").text()  # checked today
+    _fresh_deployment[name] = "v0.0.45"
     assert first.get_job(4242) is None
     assert paths_called(emulator)[:3] == ["/slurm/v0.0.45/job/4242", "/slurm/v0.0.45/ping", "/slurm/v0.0.42/ping"]
     assert all("/v0.0.42/" in p for p in paths_called(emulator)[3:])
-    assert read_kept(_fresh_deployment[name]).version == "v0.0.42"  # the new one is kept for the next task
+    assert _fresh_deployment[name] == "v0.0.42"  # the new one is kept for the next task
 
 
 def test_a_task_process_with_a_kept_version_costs_no_negotiation_and_a_triggerer_negotiates_once(
@@ -206,95 +202,3 @@ def test_a_task_start_costs_the_submit_alone_and_a_resume_the_accounting_read(
     emulator.reset_calls()
     SlurmApiHook(**CLUSTER).get_accounting(started.job_id)  # the resumed task's one read
     assert paths_called(emulator) == [f"/slurmdb/v0.0.42/job/{started.job_id}"]
-
-
-def _hook_on_fake_clock() -> tuple[SlurmApiHook, FakeClock]:
-    hook = SlurmApiHook(**CLUSTER)
-    hook.client.clock = clock = FakeClock()
-    return hook, clock
-
-
-def test_a_kept_version_is_raised_once_a_day_on_the_clients_clock_and_the_log_says_so(
-    emulator_factory: Any,
-    credentials_file: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    _fresh_deployment: dict[str, str],
-    caplog: pytest.LogCaptureFixture,
-    capfd: pytest.CaptureFixture[str],
-) -> None:
-    """Issue 33 point 9: v0.0.40 kept (checked now) on a 24.11 cluster, which serves v0.0.40 to v0.0.42."""
-    caplog.set_level(logging.INFO)
-    emulator = cluster_as("24.11", emulator_factory, credentials_file, monkeypatch)
-    hook, clock = _hook_on_fake_clock()
-    name = slurm_hooks._version_variable(hook.cluster)
-    _fresh_deployment[name] = KeptVersion("v0.0.40", clock.wall() - 60, "24.11.5").text()
-    assert hook.list_jobs() == []
-    assert paths_called(emulator) == ["/slurm/v0.0.40/jobs/"]  # fresh: spoken, not asked about
-    assert "raised API version" not in logged(caplog, capfd)
-
-    # Another task's process, a day later on its clock: asks once, speaks the newest, keeps it with the time.
-    emulator.reset_calls()
-    later, clock = _hook_on_fake_clock()
-    clock.current = RECHECK_SECONDS + 1
-    assert later.list_jobs() == []
-    assert paths_called(emulator) == ["/slurm/v0.0.45/ping", "/slurm/v0.0.42/ping", "/slurm/v0.0.42/jobs/"]
-    assert "raised API version from v0.0.40 to v0.0.42 (the cluster serves v0.0.40-v0.0.42, Slurm 24.11.5)" in logged(
-        caplog, capfd
-    )
-    kept = read_kept(_fresh_deployment[name])
-    assert kept == KeptVersion("v0.0.42", float(int(clock.wall())), "24.11.5")
-
-    # The next process the same day: the raised version at once, no ping.
-    emulator.reset_calls()
-    same_day, clock = _hook_on_fake_clock()
-    clock.current = RECHECK_SECONDS + 2
-    assert same_day.get_job(4242) is None
-    assert all("/v0.0.42/" in p and not p.endswith("/ping") for p in paths_called(emulator))
-
-
-def test_a_version_kept_before_values_carried_their_time_is_spoken_checked_and_kept_with_it(
-    emulator_factory: Any,
-    credentials_file: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    _fresh_deployment: dict[str, str],
-) -> None:
-    """A Variable written by an earlier release holds the version alone: read as kept, due at once."""
-    emulator = cluster_as("24.11", emulator_factory, credentials_file, monkeypatch)
-    hook, clock = _hook_on_fake_clock()
-    name = slurm_hooks._version_variable(hook.cluster)
-    _fresh_deployment[name] = "v0.0.40"
-    assert hook.list_jobs() == []
-    assert paths_called(emulator) == ["/slurm/v0.0.45/ping", "/slurm/v0.0.42/ping", "/slurm/v0.0.42/jobs/"]
-    stored = json.loads(_fresh_deployment[name])
-    assert stored == {"version": "v0.0.42", "checked": int(clock.wall()), "release": "24.11.5"}
-
-
-def test_an_answer_from_another_slurm_release_makes_the_next_request_check_the_versions_again(
-    emulator_factory: Any,
-    credentials_file: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    _fresh_deployment: dict[str, str],
-    caplog: pytest.LogCaptureFixture,
-    capfd: pytest.CaptureFixture[str],
-) -> None:
-    """v0.0.42 kept this morning from Slurm 24.11; the cluster was upgraded to 25.11 (serves v0.0.41-44) since."""
-    caplog.set_level(logging.INFO)
-    emulator = cluster_as("25.11", emulator_factory, credentials_file, monkeypatch)
-    hook, clock = _hook_on_fake_clock()
-    name = slurm_hooks._version_variable(hook.cluster)
-    _fresh_deployment[name] = KeptVersion("v0.0.42", clock.wall() - 3600, "24.11.5").text()
-    assert hook.list_jobs() == []  # spoken as kept; its answer names 25.11
-    assert hook.list_jobs() == []  # so this one asks first
-    assert paths_called(emulator) == [
-        "/slurm/v0.0.42/jobs/",
-        "/slurm/v0.0.45/ping",
-        "/slurm/v0.0.42/ping",
-        "/slurm/v0.0.44/jobs/",
-    ]
-    text = logged(caplog, capfd)
-    assert "no longer 24.11: checking which API versions it serves" in text
-    assert "raised API version from v0.0.42 to v0.0.44 (the cluster serves v0.0.41-v0.0.44, Slurm 25.11" in text
-    assert read_kept(_fresh_deployment[name]).version == "v0.0.44"
-    emulator.reset_calls()
-    assert hook.list_jobs() == []  # the same release from now on: no more pings
-    assert paths_called(emulator) == ["/slurm/v0.0.44/jobs/"]
