@@ -12,10 +12,11 @@ import atexit
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -264,3 +265,19 @@ def run_dag(dag: Any) -> tuple[str, dict[str, str]]:
     with create_session() as session:
         states = {ti.task_id: str(ti.state) for ti in run.get_task_instances(session=session)}
     return str(run.state), states
+
+
+@pytest.fixture
+def lookups() -> Iterator[Callable[[str], int]]:
+    """How often each host was resolved: the real resolver, counted (one connection attempt each)."""
+    real, asked = socket.getaddrinfo, []
+
+    def counted(host: Any, *args: Any, **kwargs: Any) -> Any:
+        asked.append(host)
+        return real(host, *args, **kwargs)
+
+    socket.getaddrinfo = counted  # type: ignore[assignment]
+    try:
+        yield lambda host: asked.count(host)
+    finally:
+        socket.getaddrinfo = real  # type: ignore[assignment]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,22 +19,6 @@ from tests.conftest import connection_uri_env, load_dag
 
 REGION_HOST = "us-centrl1-aiplatform.googleapis.com"
 ENDPOINT_HOST = "slurm-gatewya.invalid"  # a private gateway's name with a typo, under .invalid (RFC 6761)
-
-
-@pytest.fixture
-def lookups() -> Iterator[Callable[[str], int]]:
-    """How often each host was resolved by the real resolver."""
-    real, asked = socket.getaddrinfo, []
-
-    def counted(host: Any, *args: Any, **kwargs: Any) -> Any:
-        asked.append(host)
-        return real(host, *args, **kwargs)
-
-    socket.getaddrinfo = counted  # type: ignore[assignment]
-    try:
-        yield lambda host: asked.count(host)
-    finally:
-        socket.getaddrinfo = real  # type: ignore[assignment]
 
 
 def does_not_resolve(host: str) -> None:

@@ -70,22 +70,6 @@ def no_lost_answer(capfd: pytest.CaptureFixture[str]) -> bool:
     return "answer to the submit was lost" not in out and "The submit's answer was lost" not in out
 
 
-@pytest.fixture
-def lookups() -> Iterator[Callable[[str], int]]:
-    """How often each host was resolved: the real resolver, counted (one connection attempt each)."""
-    real, asked = socket.getaddrinfo, []
-
-    def counted(host: Any, *args: Any, **kwargs: Any) -> Any:
-        asked.append(host)
-        return real(host, *args, **kwargs)
-
-    socket.getaddrinfo = counted  # type: ignore[assignment]
-    try:
-        yield lambda host: asked.count(host)
-    finally:
-        socket.getaddrinfo = real  # type: ignore[assignment]
-
-
 def test_the_invalid_name_fails_at_once_on_this_machine() -> None:
     """The premise: the resolver answers a .invalid name with 'no such name' (EAI_NONAME), not 'try again'."""
     with pytest.raises(socket.gaierror) as failed:
