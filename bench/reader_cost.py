@@ -27,7 +27,8 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 
 # Run inside each side's interpreter: argv = answers directory, repeats. Module paths moved since
-# the baseline (results.py became readers.py, cluster_ref.py became cluster.py): both are tried.
+# the baseline (results.py became readers.py, cluster_ref.py became cluster.py, slurm/envelope.py
+# moved under slurm/api/): both are tried.
 READ_CODE = r"""
 import gc, json, statistics, sys, time
 from pathlib import Path
@@ -40,7 +41,10 @@ try:
     ClusterRef("bench-project", "us-central1", "bench-cluster")
 except Exception:
     from airflow_provider_slurmapi.slurm.cluster_ref import ClusterRef
-from airflow_provider_slurmapi.slurm.api.envelope import parse_envelope
+try:
+    from airflow_provider_slurmapi.slurm.api.envelope import parse_envelope
+except ImportError:
+    from airflow_provider_slurmapi.slurm.envelope import parse_envelope
 import airflow_provider_slurmapi
 directory, repeats = Path(sys.argv[1]), int(sys.argv[2])
 cluster = ClusterRef("bench-project", "us-central1", "bench-cluster")
