@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from airflow_provider_slurmapi.slurm.api.errors import ConfigurationError
 
@@ -123,6 +123,19 @@ def check_endpoint(endpoint: object) -> str:
     network in clear; other names, even ``localhost.localdomain``, resolve through DNS). Error
     messages show only the scheme and host, never what was removed.
     """
+    scheme, authority, rest = _split_endpoint_text(endpoint)
+    origin = f"{scheme}://{authority}"
+    try:
+        parts = urlsplit(f"{scheme}://{rest}")
+    except ValueError:  # e.g. a bracketed host that is not an IPv6 address
+        raise ConfigurationError(f"api_endpoint={origin!r} is not a URL. {_ENDPOINT_EXAMPLE}") from None
+    _check_endpoint_parts(parts, origin, authority, rest)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _split_endpoint_text(endpoint: object) -> tuple[str, str, str]:
+    """The checks on the raw text, before any parsing: a URL at all, an http(s) scheme, no credentials,
+    only printable ASCII. Returns the scheme, the authority and what follows ``://``."""
     if not isinstance(endpoint, str) or "://" not in endpoint:
         shown = _shown(_without_secrets(endpoint)) if isinstance(endpoint, str) else f"<a {type(endpoint).__name__}>"
         raise ConfigurationError(f"api_endpoint={shown} is not a URL. {_ENDPOINT_EXAMPLE}")
@@ -137,16 +150,16 @@ def check_endpoint(endpoint: object) -> str:
             "Remove them: the Google Cloud connection supplies the credentials (a bearer token). "
             f"{_ENDPOINT_EXAMPLE}"
         )
-    origin = f"{scheme}://{authority}"
     if not endpoint.isascii() or any(c.isspace() or not c.isprintable() or c in "\\%" for c in endpoint):
         raise ConfigurationError(
-            f"api_endpoint={_shown(origin)}... holds spaces, control or non-ASCII characters, '%' or '\\'. "
-            f"{_ENDPOINT_EXAMPLE}"
+            f"api_endpoint={_shown(f'{scheme}://{authority}')}... holds spaces, control or non-ASCII characters, "
+            f"'%' or '\\'. {_ENDPOINT_EXAMPLE}"
         )
-    try:
-        parts = urlsplit(endpoint)
-    except ValueError:  # e.g. a bracketed host that is not an IPv6 address
-        raise ConfigurationError(f"api_endpoint={origin!r} is not a URL. {_ENDPOINT_EXAMPLE}") from None
+    return scheme, authority, rest
+
+
+def _check_endpoint_parts(parts: SplitResult, origin: str, authority: str, rest: str) -> None:
+    """The checks on the parsed URL: only scheme, host and port; a valid host; plain http to loopback only."""
     if "?" in rest or "#" in rest:
         raise ConfigurationError(
             f"api_endpoint={origin!r} has a query or a fragment (removed from this message): give only "
@@ -169,7 +182,6 @@ def check_endpoint(endpoint: object) -> str:
             f"api_endpoint={origin!r} uses plain http to a host that is not a loopback address; the bearer token "
             "would travel unencrypted. Use https, or http only to 127.0.0.1 (127.0.0.0/8), [::1] or localhost."
         )
-    return f"{parts.scheme}://{parts.netloc}"
 
 
 def _without_secrets(text: str) -> str:
