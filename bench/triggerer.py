@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,7 +39,16 @@ REPO = BENCH.parent
 sys.path[:0] = [str(BENCH), str(REPO)]
 
 from confine import Confinement  # noqa: E402
-from emulator_proc import API_VERSION, CLUSTER_ID, PROJECT, REGION, STATIC_TOKEN, set_tag_secret, start_emulator  # noqa: E402
+from emulator_proc import (  # noqa: E402
+    API_VERSION,
+    CLUSTER_ID,
+    GOAL_MISSED,
+    PROJECT,
+    REGION,
+    STATIC_TOKEN,
+    set_tag_secret,
+    start_emulator,
+)
 
 DAG_ID = "bench_triggerer"
 VARIANTS = ("provider", "peer", "idle")
@@ -50,7 +58,7 @@ def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def airflow_env(tmp: Path, pg_url: str, emulator: Any) -> dict[str, str]:
@@ -114,7 +122,10 @@ class Rows:
 
     def genuine_trigger(self, cluster_id: str, job_id: int, interval: float) -> Any:
         """The trigger a real deferral of ``SlurmJobSensor`` hands Airflow (its execute against the emulator)."""
-        from airflow.exceptions import TaskDeferred
+        try:
+            from airflow.sdk.exceptions import TaskDeferred
+        except ImportError:  # Airflow 2
+            from airflow.exceptions import TaskDeferred
 
         from airflow_provider_slurmapi.sensors.slurm import SlurmJobSensor
 
@@ -205,8 +216,19 @@ class Rows:
                 session.execute(text(sql))
 
 
-def run_case(args: argparse.Namespace, tmp: Path, env: dict[str, str], emulator: Any, rows: Rows, n: int,
-             clusters: int, variant: str, vcpu: float, memory_mib: int, case_no: int) -> dict[str, Any]:
+def run_case(
+    args: argparse.Namespace,
+    tmp: Path,
+    env: dict[str, str],
+    emulator: Any,
+    rows: Rows,
+    n: int,
+    clusters: int,
+    variant: str,
+    vcpu: float,
+    memory_mib: int,
+    case_no: int,
+) -> dict[str, Any]:
     from peer_baseline import PeerPollingTrigger
     from triggerer_triggers import IdleTrigger, LagProbeTrigger
 
@@ -225,8 +247,15 @@ def run_case(args: argparse.Namespace, tmp: Path, env: dict[str, str], emulator:
     elif variant == "peer":
         method = "execute_complete"
         for i, job_id in enumerate(job_ids):
-            triggers.append(PeerPollingTrigger(job_id=job_id, region=REGION, cluster_id=names[i % len(names)],
-                                               project_id=PROJECT, poll_interval=interval))
+            triggers.append(
+                PeerPollingTrigger(
+                    job_id=job_id,
+                    region=REGION,
+                    cluster_id=names[i % len(names)],
+                    project_id=PROJECT,
+                    poll_interval=interval,
+                )
+            )
     else:
         method = "execute_complete"
         triggers = [IdleTrigger(job_id=j, poll_interval=interval) for j in job_ids]
@@ -239,16 +268,26 @@ def run_case(args: argparse.Namespace, tmp: Path, env: dict[str, str], emulator:
     log = (tmp / f"triggerer-{case_no}.log").open("w")
     capacity = max(1000, n + 1)
     cmd = [str(Path(sys.executable).parent / "airflow"), "triggerer", "--capacity", str(capacity)]
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=group.enter,
-                            start_new_session=True)
-    result: dict[str, Any] = {"n": n, "clusters": clusters, "variant": variant, "vcpu": vcpu,
-                              "memory_mib": memory_mib, "capacity": capacity, "cgroup": group.kind}
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=group.enter, start_new_session=True
+    )
+    result: dict[str, Any] = {
+        "n": n,
+        "clusters": clusters,
+        "variant": variant,
+        "vcpu": vcpu,
+        "memory_mib": memory_mib,
+        "capacity": capacity,
+        "cgroup": group.kind,
+    }
     try:
         t0 = time.monotonic()
         while rows.assigned() < n + 1:
             if proc.poll() is not None or time.monotonic() - t0 > args.start_timeout:
-                raise RuntimeError(f"the triggerer did not take {n + 1} triggers (took {rows.assigned()}): "
-                                   f"{(tmp / f'triggerer-{case_no}.log').read_text()[-3000:]}")
+                raise RuntimeError(
+                    f"the triggerer did not take {n + 1} triggers (took {rows.assigned()}): "
+                    f"{(tmp / f'triggerer-{case_no}.log').read_text()[-3000:]}"
+                )
             time.sleep(1)
         cpu_start0 = group.cpu_seconds()
         # Until every trigger runs and has polled once (the peer's first polls build N hooks).
@@ -319,20 +358,49 @@ def fmt(value: Any, spec: str) -> str:
     return format(value, spec) if value is not None else "-"
 
 
+def goals(results: list[dict[str, Any]], interval: float) -> list[tuple[str, bool]]:
+    """Issue 36's goal, judged on the largest N at 0.5 vCPU on one cluster (when that case ran)."""
+    by = {(r["n"], r["clusters"], r["variant"], r["vcpu"]): r for r in results}
+    cases = [k for k in by if k[2] == "provider" and k[3] == 0.5]
+    if not cases:
+        return []
+    n, clusters, _, vcpu = max(cases, key=lambda k: (k[0], -k[1]))
+    r, idle = by[(n, clusters, "provider", vcpu)], by.get((n, clusters, "idle", vcpu))
+    share = r["cpu_share"] - (idle["cpu_share"] if idle else 0.0)
+    limit = r["memory_mib"] << 20
+    slack = interval + 5.0  # one poll interval plus the triggerer's own loop (job_heartbeat_sec=5)
+    return [
+        (f"N={n} at {vcpu} vCPU: the provider's CPU < 10% of the quota (measured {100 * share:.1f}%)", share < 0.10),
+        (
+            f"N={n}: memory inside {r['memory_mib']} MiB (peak {r['peak_usage'] / 2**20:.0f} MiB, OOM {r['oom']})",
+            r["peak_usage"] < limit and r["alive"],
+        ),
+        (f"N={n}: event-loop lag p99 < 20 ms (measured {r['lag_p99_ms']:.1f} ms)", r["lag_p99_ms"] < 20),
+        (
+            f"N={n}: job end to task out of DEFERRED p99 <= {slack:.0f} s (measured {r.get('end_to_task_p99_s', float('nan')):.1f} s)",
+            r.get("end_to_task_p99_s", float("inf")) <= slack and r.get("left_deferred") == n,
+        ),
+    ]
+
+
 def report(results: list[dict[str, Any]]) -> None:
     by = {(r["n"], r["clusters"], r["variant"], r["vcpu"]): r for r in results}
     print()
     print("Airflow triggerer (real `airflow triggerer` process in a cgroup), per case:")
-    head = (f"{'vCPU':>4} {'N':>5} {'cl':>2} {'variant':>8} {'calls/cl/int':>12} {'CPU/quota':>9} {'RSS':>8} "
-            f"{'RSS/trig':>8} {'peak':>8} {'lag p50':>8} {'lag p99':>8} {'end->task p50':>13} {'p99':>6} {'start':>6}")
+    head = (
+        f"{'vCPU':>4} {'N':>5} {'cl':>2} {'variant':>8} {'calls/cl/int':>12} {'CPU/quota':>9} {'RSS':>8} "
+        f"{'RSS/trig':>8} {'peak':>8} {'lag p50':>8} {'lag p99':>8} {'end->task p50':>13} {'p99':>6} {'start':>6}"
+    )
     print(head)
     for r in results:
-        print(f"{r['vcpu']:>4} {r['n']:>5} {r['clusters']:>2} {r['variant']:>8} "
-              f"{fmt(r.get('calls_per_cluster_interval'), '.1f'):>12} {fmt(100 * r.get('cpu_share', float('nan')), '.1f'):>8}% "
-              f"{r.get('rss', 0) / 2**20:>7.0f}M {r.get('rss', 0) / max(1, r['n']) / 1024:>7.1f}K "
-              f"{r.get('peak_usage', 0) / 2**20:>7.0f}M {fmt(r.get('lag_p50_ms'), '.1f'):>6}ms "
-              f"{fmt(r.get('lag_p99_ms'), '.1f'):>6}ms {fmt(r.get('end_to_task_p50_s'), '.1f'):>12}s "
-              f"{fmt(r.get('end_to_task_p99_s'), '.1f'):>5}s {r.get('start_s', 0):>5.0f}s")
+        print(
+            f"{r['vcpu']:>4} {r['n']:>5} {r['clusters']:>2} {r['variant']:>8} "
+            f"{fmt(r.get('calls_per_cluster_interval'), '.1f'):>12} {fmt(100 * r.get('cpu_share', float('nan')), '.1f'):>8}% "
+            f"{r.get('rss', 0) / 2**20:>7.0f}M {r.get('rss', 0) / max(1, r['n']) / 1024:>7.1f}K "
+            f"{r.get('peak_usage', 0) / 2**20:>7.0f}M {fmt(r.get('lag_p50_ms'), '.1f'):>6}ms "
+            f"{fmt(r.get('lag_p99_ms'), '.1f'):>6}ms {fmt(r.get('end_to_task_p50_s'), '.1f'):>12}s "
+            f"{fmt(r.get('end_to_task_p99_s'), '.1f'):>5}s {r.get('start_s', 0):>5.0f}s"
+        )
     print()
     print("Ratios (peer / provider) and the provider's own share (provider - idle, same N, same confinement):")
     for (n, clusters, variant, vcpu), r in by.items():
@@ -341,7 +409,9 @@ def report(results: list[dict[str, Any]]) -> None:
         peer, idle = by.get((n, clusters, "peer", vcpu)), by.get((n, clusters, "idle", vcpu))
         parts = [f"{vcpu} vCPU N={n} clusters={clusters}:"]
         if peer:
-            parts.append(f"calls {peer['calls_per_cluster_interval'] / max(r['calls_per_cluster_interval'], 1e-9):.0f}x,")
+            parts.append(
+                f"calls {peer['calls_per_cluster_interval'] / max(r['calls_per_cluster_interval'], 1e-9):.0f}x,"
+            )
             parts.append(f"CPU {peer['cpu_share'] / max(r['cpu_share'], 1e-9):.1f}x,")
             parts.append(f"RSS {peer['rss'] / max(r['rss'], 1):.2f}x,")
             parts.append(f"lag p99 {peer['lag_p99_ms'] / max(r['lag_p99_ms'], 1e-9):.1f}x;")
@@ -390,8 +460,9 @@ def main(argv: list[str] | None = None) -> int:
                                 continue  # Airflow's own cost does not depend on the clusters
                             case_no += 1
                             started = time.monotonic()
-                            r = run_case(args, tmp, env, emulator, rows, n, clusters, variant, float(vcpu_s),
-                                         int(mib_s), case_no)
+                            r = run_case(
+                                args, tmp, env, emulator, rows, n, clusters, variant, float(vcpu_s), int(mib_s), case_no
+                            )
                             r["case_s"] = time.monotonic() - started
                             results.append(r)
                             print(json.dumps(r), flush=True)
@@ -400,7 +471,10 @@ def main(argv: list[str] | None = None) -> int:
     report(results)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
-    return 0
+    verdicts = goals(results, args.interval)
+    for text, ok in verdicts:
+        print(f"   {'PASS' if ok else 'MISS'}  {text}")
+    return 0 if all(ok for _, ok in verdicts) else GOAL_MISSED
 
 
 if __name__ == "__main__":
