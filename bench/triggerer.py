@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -438,6 +439,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from tests.deployment.harness import Postgres
 
+    # A stop (TERM, or INT though a background shell ignores it) still stops the triggerer, PostgreSQL and the cgroup.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     set_tag_secret()
     tmp = Path(tempfile.mkdtemp(prefix="slurmapi-bench-triggerer-"))
     pg = Postgres()
