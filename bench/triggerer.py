@@ -284,6 +284,9 @@ def run_case(
     try:
         t0 = time.monotonic()
         while rows.assigned() < n + 1:
+            if proc.poll() is not None and group.oom_kills():  # the limit is the finding: record it, go on
+                result.update(died=True, oom=group.oom_kills(), peak_usage=group.memory_peak(), alive=False)
+                return result
             if proc.poll() is not None or time.monotonic() - t0 > args.start_timeout:
                 raise RuntimeError(
                     f"the triggerer did not take {n + 1} triggers (took {rows.assigned()}): "
@@ -294,6 +297,9 @@ def run_case(
         # Until every trigger runs and has polled once (the peer's first polls build N hooks).
         time.sleep(interval * 1.5)
         result["start_s"] = time.monotonic() - t0
+        if proc.poll() is not None:  # died while its triggers started (the OOM killer at the memory limit)
+            result.update(died=True, oom=group.oom_kills(), peak_usage=group.memory_peak(), alive=False)
+            return result
         result["start_cpu_s"] = group.cpu_seconds() - cpu_start0
         emulator.reset_calls()
         cpu0, thr0, wall0, epoch0 = group.cpu_seconds(), group.throttled(), time.monotonic(), time.time()
