@@ -307,7 +307,7 @@ bench-quick: install
 	$(PY) bench/run.py --quick
 
 ## Airflow's own `airflow triggerer` holding N = 100, 1,000 and 5,000 deferred waits in a cgroup (0.5 vCPU /
-## 512 MiB, then 1 vCPU / 1 GiB), against the peer baseline (bench/triggerer.py; as root, about 30 minutes).
+## 512 MiB, then 1 vCPU / 1 GiB), against the peer baseline (bench/triggerer.py; as root, over an hour on 2 cores).
 bench-triggerer: install
 	$(PY) bench/run.py --only triggerer
 
