@@ -74,7 +74,7 @@ COMPILE  := $(UV) pip compile --quiet --python-version 3.11 --python-platform x8
 UV_VENV   = @test -x $(1)/bin/python || $(UV) venv --quiet --python 3.11 $(1) 2>/dev/null || $(UV) venv --quiet $(1)
 
 .PHONY: demo test test-fast test-slurm test-slurm-26 test-airflow2 test-airflow2105 test-airflow31 test-airflow34 test-deployment test-deployment-airflow2 \
-	test-deployment-airflow2105 test-deployment-airflow3x test-deployment-scale deployment-deps lint bench bench-quick test-bare-debian slurm-lab-up slurm-lab-down \
+	test-deployment-airflow2105 test-deployment-airflow3x test-deployment-scale deployment-deps lint bench bench-quick bench-triggerer test-bare-debian slurm-lab-up slurm-lab-down \
 	clean install lock dist pins docs
 
 $(VENV)/.installed: pyproject.toml emulator/pyproject.toml $(LOCK) | $(UV)
@@ -305,6 +305,11 @@ bench: install
 
 bench-quick: install
 	$(PY) bench/run.py --quick
+
+## Airflow's own `airflow triggerer` holding N = 100, 1,000 and 5,000 deferred waits in a cgroup (0.5 vCPU /
+## 512 MiB, then 1 vCPU / 1 GiB), against the peer baseline (bench/triggerer.py; as root, over an hour on 2 cores).
+bench-triggerer: install
+	$(PY) bench/run.py --only triggerer
 
 ## The README's two commands on a bare Debian 12 (python3, git and make only) in a debootstrap chroot
 ## under /var/tmp, reused warm (scripts/test-bare-debian; as root).

@@ -682,6 +682,15 @@ def bench_readers(n: int) -> bool:
     return run_part("reader_cost.py", "--n", str(n))
 
 
+# -- Airflow's own triggerer --------------------------------------------------------------------------
+def bench_triggerer(quick: bool) -> bool:
+    """``bench/triggerer.py`` in its own process: a real ``airflow triggerer`` in a cgroup (needs root)."""
+    print("\nAirflow's triggerer process, confined (provider against the peer baseline and an idle trigger)")
+    if quick:
+        return run_part("triggerer.py", "--n", "20", "--clusters", "1", "--interval", "5", "--intervals", "2")
+    return run_part("triggerer.py", "--sizes", "0.5:512,1:1024")
+
+
 # -- main ---------------------------------------------------------------------------------------------
 PARTS = (
     "fanin",
@@ -697,7 +706,9 @@ PARTS = (
     "readers",
     "calls",
     "history",
+    "triggerer",
 )
+QUICK_SKIPS = {"triggerer"}  # minutes of real triggerer processes: `make bench-triggerer` or --only triggerer
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -736,7 +747,7 @@ def main(argv: list[str] | None = None) -> int:
     intervals = args.intervals or (3 if args.quick else 4)
     repeats = args.repeats or (1 if args.quick else 3)
     parse_repeats = args.parse_repeats or (2 if args.quick else 3)
-    only = set(args.only or PARTS)
+    only = set(args.only or (set(PARTS) - QUICK_SKIPS if args.quick else PARTS))
     start_qs = [int(x) for x in (args.start_q or ("0,1000" if args.quick else "0,1000,10000")).split(",")]
     start_n = args.start_n or (50 if args.quick else 500)
     baseline_n = args.baseline_n or (3 if args.quick else 10)
@@ -785,6 +796,7 @@ def main(argv: list[str] | None = None) -> int:
         calls_ok = bench_calls(3 if args.quick else 5) if "calls" in only else None
         history_ok = bench_history(repeats) if "history" in only else None
         readers_ok = bench_readers(500 if args.quick else 5000) if "readers" in only else None
+        triggerer_ok = bench_triggerer(args.quick) if "triggerer" in only else None
 
     print("\n" + "=" * 118)
     if fanin_rows:
@@ -813,6 +825,10 @@ def main(argv: list[str] | None = None) -> int:
         goals.append(("history: the emulator's accounting lags by its history_delay (>= 0.9 of it)", history_ok))
     if readers_ok is not None:
         goals.append(("readers: CPU per record no worse than a54c149's (jobs/ and jobs/state/)", readers_ok))
+    if triggerer_ok is not None:
+        goals.append(
+            ("triggerer: 5,000 waits in Airflow's triggerer at 0.5 vCPU / 512 MiB (bench/triggerer.py)", triggerer_ok)
+        )
     print("\nGoals:")
     for text, ok in goals:
         print(f"   {verdict(ok)}  {text}")
