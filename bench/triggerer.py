@@ -377,7 +377,10 @@ def goals(results: list[dict[str, Any]], interval: float) -> list[tuple[str, boo
     limit = r["memory_mib"] << 20
     slack = interval + 5.0  # one poll interval plus the triggerer's own loop (job_heartbeat_sec=5)
     return [
-        (f"N={n} at {vcpu} vCPU: the provider's CPU < 10% of the quota (measured {100 * share:.1f}%)", share < 0.10),
+        (
+            f"N={n} at {vcpu} vCPU: the provider's CPU < 10% of the quota (measured {100 * share:.1f}%)",
+            share < 0.10 and r["alive"],
+        ),
         (
             f"N={n}: memory inside {r['memory_mib']} MiB (peak {r['peak_usage'] / 2**20:.0f} MiB, OOM {r['oom']})",
             r["peak_usage"] < limit and r["alive"],
