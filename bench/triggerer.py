@@ -373,7 +373,9 @@ def goals(results: list[dict[str, Any]], interval: float) -> list[tuple[str, boo
         return []
     n, clusters, _, vcpu = max(cases, key=lambda k: (k[0], -k[1]))
     r, idle = by[(n, clusters, "provider", vcpu)], by.get((n, clusters, "idle", vcpu))
-    share = r["cpu_share"] - (idle["cpu_share"] if idle else 0.0)
+    nan = float("nan")  # a died case measured no window: every comparison with it is a MISS
+    share = r.get("cpu_share", nan) - (idle.get("cpu_share", nan) if idle else 0.0)
+    lag_p99 = r.get("lag_p99_ms", nan)
     limit = r["memory_mib"] << 20
     slack = interval + 5.0  # one poll interval plus the triggerer's own loop (job_heartbeat_sec=5)
     return [
@@ -385,7 +387,7 @@ def goals(results: list[dict[str, Any]], interval: float) -> list[tuple[str, boo
             f"N={n}: memory inside {r['memory_mib']} MiB (peak {r['peak_usage'] / 2**20:.0f} MiB, OOM {r['oom']})",
             r["peak_usage"] < limit and r["alive"],
         ),
-        (f"N={n}: event-loop lag p99 < 20 ms (measured {r['lag_p99_ms']:.1f} ms)", r["lag_p99_ms"] < 20),
+        (f"N={n}: event-loop lag p99 < 20 ms (measured {lag_p99:.1f} ms)", lag_p99 < 20 and r["alive"]),
         (
             f"N={n}: job end to task out of DEFERRED p99 <= {slack:.0f} s (measured {r.get('end_to_task_p99_s', float('nan')):.1f} s)",
             r.get("end_to_task_p99_s", float("inf")) <= slack and r.get("left_deferred") == n,
@@ -414,9 +416,10 @@ def report(results: list[dict[str, Any]]) -> None:
     print()
     print("Ratios (peer / provider) and the provider's own share (provider - idle, same N, same confinement):")
     for (n, clusters, variant, vcpu), r in by.items():
-        if variant != "provider":
-            continue
-        peer, idle = by.get((n, clusters, "peer", vcpu)), by.get((n, clusters, "idle", vcpu))
+        if variant != "provider" or r.get("died"):
+            continue  # a died case measured no window: no ratio to give
+        peer, idle = (by.get((n, clusters, v, vcpu)) for v in ("peer", "idle"))
+        peer, idle = (None if side and side.get("died") else side for side in (peer, idle))
         parts = [f"{vcpu} vCPU N={n} clusters={clusters}:"]
         if peer:
             parts.append(
