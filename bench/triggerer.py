@@ -39,6 +39,7 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path[:0] = [str(BENCH), str(REPO)]
 
+from cases import percentile as pct  # noqa: E402
 from confine import Confinement  # noqa: E402
 from emulator_proc import (  # noqa: E402
     API_VERSION,
@@ -53,13 +54,6 @@ from emulator_proc import (  # noqa: E402
 
 DAG_ID = "bench_triggerer"
 VARIANTS = ("provider", "peer", "idle")
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def airflow_env(tmp: Path, pg_url: str, emulator: Any) -> dict[str, str]:
@@ -217,6 +211,12 @@ class Rows:
                 session.execute(text(sql))
 
 
+def died(result: dict[str, Any], group: Confinement) -> dict[str, Any]:
+    """A case whose triggerer died (the OOM killer at its memory limit): what its cgroup recorded, no window."""
+    result.update(died=True, oom=group.oom_kills(), peak_usage=group.memory_peak(), alive=False)
+    return result
+
+
 def run_case(
     args: argparse.Namespace,
     tmp: Path,
@@ -285,8 +285,7 @@ def run_case(
         t0 = time.monotonic()
         while rows.assigned() < n + 1:
             if proc.poll() is not None and group.oom_kills():  # the limit is the finding: record it, go on
-                result.update(died=True, oom=group.oom_kills(), peak_usage=group.memory_peak(), alive=False)
-                return result
+                return died(result, group)
             if proc.poll() is not None or time.monotonic() - t0 > args.start_timeout:
                 raise RuntimeError(
                     f"the triggerer did not take {n + 1} triggers (took {rows.assigned()}): "
@@ -298,8 +297,7 @@ def run_case(
         time.sleep(interval * 1.5)
         result["start_s"] = time.monotonic() - t0
         if proc.poll() is not None:  # died while its triggers started (the OOM killer at the memory limit)
-            result.update(died=True, oom=group.oom_kills(), peak_usage=group.memory_peak(), alive=False)
-            return result
+            return died(result, group)
         result["start_cpu_s"] = group.cpu_seconds() - cpu_start0
         emulator.reset_calls()
         cpu0, thr0, wall0, epoch0 = group.cpu_seconds(), group.throttled(), time.monotonic(), time.time()
